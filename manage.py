@@ -1,0 +1,19 @@
+#!/usr/bin/env python
+"""Django's command-line utility for administrative tasks."""
+
+import os
+import sys
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
+    if sys.argv[1:2] == ["up"]:
+        # `up` owns the embedded Valkey; other commands reuse it while it runs.
+        os.environ["KB_VALKEY_OWNER"] = "1"
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(sys.argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class McpApiConfig(AppConfig):
+    name = "mcp_api"
+    verbose_name = "MCP API"

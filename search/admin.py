@@ -1,0 +1,222 @@
+"""Django admin for content staff: items with revisions, publishing, review fields, bulk index actions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import Count, Q, QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html
+
+from search.models import (
+    ApiKey,
+    Chunk,
+    Citation,
+    ContentItem,
+    EmbeddingSpace,
+    IndexState,
+    Revision,
+    SystemFlag,
+    UserProfile,
+)
+from search.services import content, indexing
+
+
+class ContentItemForm(forms.ModelForm):
+    """The item's metadata plus the text of its latest revision; a changed text becomes a new revision."""
+
+    title = forms.CharField(max_length=500)
+    body = forms.CharField(widget=forms.Textarea(attrs={"rows": 20}), required=False, help_text="Markdown")
+    summary = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    publish_now = forms.BooleanField(required=False, help_text="Make this text live now (otherwise a draft).")
+
+    class Meta:
+        model = ContentItem
+        exclude = ["live_revision", "latest_revision", "index_dirty", "quality_breakdown", "updated_at"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        revision = self.instance.latest_revision if self.instance.pk else None
+        if revision:
+            self.fields["title"].initial = revision.title
+            self.fields["body"].initial = revision.body
+            self.fields["summary"].initial = revision.summary
+        self.fields["slug"].required = False
+        self.fields["external_id"].required = False
+
+
+class RevisionInline(admin.TabularInline):
+    model = Revision
+    fields = ["number", "title", "created_at", "author", "is_live", "is_latest"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    @admin.display(boolean=True)
+    def is_live(self, obj: Revision) -> bool:
+        return obj.item.live_revision_id == obj.pk
+
+    @admin.display(boolean=True)
+    def is_latest(self, obj: Revision) -> bool:
+        return obj.item.latest_revision_id == obj.pk
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class CitationInline(admin.TabularInline):
+    model = Citation
+    extra = 0
+
+
+@admin.register(ContentItem)
+class ContentItemAdmin(admin.ModelAdmin):
+    form = ContentItemForm
+    list_display = ["item_title", "content_type", "primary_domain", "language", "visibility", "state",
+                    "governance_review_status", "next_review_date", "quality_score", "index_status",
+                    "embedding_status"]
+    list_filter = ["content_type", "primary_domain", "language", "visibility", "governance_review_status",
+                   ("live_revision", admin.EmptyFieldListFilter), ("superseded_by", admin.EmptyFieldListFilter),
+                   ("archived_at", admin.EmptyFieldListFilter)]
+    search_fields = ["external_id", "slug", "latest_revision__title", "author_name"]
+    readonly_fields = ["live_revision", "latest_revision", "quality_score", "quality_breakdown", "created_at",
+                       "updated_at", "published_at"]
+    autocomplete_fields = ["superseded_by", "verified_by"]
+    filter_horizontal = ["groups"]
+    inlines = [RevisionInline, CitationInline]
+    actions = ["publish", "unpublish", "mark_reviewed", "rebuild_index", "reembed", "archive"]
+    list_select_related = ["latest_revision", "live_revision"]
+    fieldsets = [
+        (None, {"fields": ["title", "body", "summary", "publish_now"]}),
+        ("Classification", {"fields": ["external_id", "slug", "content_type", "primary_domain", "subtopic",
+                                       "platform", "layer", "source", "language", "author_name", "ai_keywords",
+                                       "thumbnail", "verified_by"]}),
+        ("Access", {"fields": ["visibility", "groups", "allow_closed_placeholder", "superseded_by", "archived_at"]}),
+        ("Governance", {"fields": ["review_cadence_days", "next_review_date", "governance_review_status",
+                                   "last_reviewed_at", "quality_score", "quality_breakdown"]}),
+        ("Revisions", {"fields": ["live_revision", "latest_revision", "published_at", "created_at", "updated_at"]}),
+    ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ContentItem]:
+        return super().get_queryset(request).annotate(
+            n_chunks=Count("chunks", filter=Q(chunks__in_live=True) | Q(chunks__in_latest=True)),
+            n_unindexed=Count("chunks", filter=(Q(chunks__in_live=True) | Q(chunks__in_latest=True))
+                              & Q(chunks__indexed=False)),
+            n_embedded=Count("chunks", filter=(Q(chunks__in_live=True) | Q(chunks__in_latest=True))
+                             & ~Q(chunks__embedding_model="")),
+        )
+
+    @admin.display(description="title", ordering="latest_revision__title")
+    def item_title(self, obj: ContentItem) -> str:
+        return obj.title
+
+    @admin.display(description="state")
+    def state(self, obj: ContentItem) -> str:
+        if obj.archived_at:
+            return "archived"
+        if obj.live_revision_id is None:
+            return "draft"
+        if obj.live_revision_id != obj.latest_revision_id:
+            return "live + newer draft"
+        return "superseded" if obj.superseded_by_id else "live"
+
+    @admin.display(description="index")
+    def index_status(self, obj: ContentItem) -> str:
+        if obj.index_dirty or getattr(obj, "n_unindexed", 0):
+            return format_html('<span title="waiting for the build">⏳ pending</span>')
+        return f"✓ {getattr(obj, 'n_chunks', 0)} chunks"
+
+    @admin.display(description="embeddings")
+    def embedding_status(self, obj: ContentItem) -> str:
+        return f"{getattr(obj, 'n_embedded', 0)}/{getattr(obj, 'n_chunks', 0)}"
+
+    def save_model(self, request: HttpRequest, obj: ContentItem, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        if not obj.external_id:
+            obj.external_id = f"admin-{timezone.now():%Y%m%d%H%M%S%f}"
+        if not obj.slug:
+            obj.slug = content.unique_slug(data["title"], obj.external_id, exclude_pk=obj.pk)
+        if obj.updated_at is None:
+            obj.updated_at = timezone.now()
+        super().save_model(request, obj, form, change)
+        content.item_save_revision(
+            item=obj, title=data["title"], body=data.get("body") or "", summary=data.get("summary") or "",
+            author=request.user, publish=bool(data.get("publish_now")),
+        )
+        if change and form.changed_data:
+            content.item_metadata_changed(item_ids=[obj.pk])
+
+    @admin.action(description="Publish the latest revision")
+    def publish(self, request: HttpRequest, queryset: QuerySet[ContentItem]) -> None:
+        changed = sum(content.item_publish(item=item) for item in queryset)
+        self.message_user(request, f"Published {changed} item(s).", messages.SUCCESS)
+
+    @admin.action(description="Unpublish (take off the live site)")
+    def unpublish(self, request: HttpRequest, queryset: QuerySet[ContentItem]) -> None:
+        changed = sum(content.item_unpublish(item=item) for item in queryset)
+        self.message_user(request, f"Unpublished {changed} item(s).", messages.SUCCESS)
+
+    @admin.action(description="Mark reviewed (moves the next review by the cadence)")
+    def mark_reviewed(self, request: HttpRequest, queryset: QuerySet[ContentItem]) -> None:
+        from search.services.governance import item_mark_reviewed
+
+        for item in queryset:
+            item_mark_reviewed(item=item, now=timezone.now())
+        self.message_user(request, f"Marked {queryset.count()} item(s) reviewed.", messages.SUCCESS)
+
+    @admin.action(description="Archive (never shown in search)")
+    def archive(self, request: HttpRequest, queryset: QuerySet[ContentItem]) -> None:
+        queryset.update(archived_at=timezone.now())
+        content.item_metadata_changed(item_ids=list(queryset.values_list("pk", flat=True)))
+        self.message_user(request, "Archived.", messages.SUCCESS)
+
+    @admin.action(description="Rebuild the search index (these items, then statistics)")
+    def rebuild_index(self, request: HttpRequest, queryset: QuerySet[ContentItem]) -> None:
+        content.item_metadata_changed(item_ids=list(queryset.values_list("pk", flat=True)))
+        result = indexing.index_rebuild()
+        self.message_user(request, f"Index rebuilt: {result}", messages.SUCCESS)
+
+    @admin.action(description="Re-embed these items with the active model")
+    def reembed(self, request: HttpRequest, queryset: QuerySet[ContentItem]) -> None:
+        Chunk.objects.filter(item__in=queryset).update(embedding=None, embedding_model="")
+        result = indexing.index_rebuild()
+        self.message_user(request, f"Re-embedded: {result}", messages.SUCCESS)
+
+
+@admin.register(Revision)
+class RevisionAdmin(admin.ModelAdmin):
+    list_display = ["title", "item", "number", "created_at", "chunked"]
+    search_fields = ["title", "item__external_id"]
+    readonly_fields = ["item", "number", "content_hash", "created_at", "chunked"]
+
+
+@admin.register(Citation)
+class CitationAdmin(admin.ModelAdmin):
+    list_display = ["bid_reference", "item", "outcome", "cited_at"]
+    list_filter = ["outcome"]
+    search_fields = ["bid_reference", "item__external_id"]
+    autocomplete_fields = ["item"]
+
+
+@admin.register(UserProfile)
+class UserProfileAdmin(admin.ModelAdmin):
+    list_display = ["user", "primary_focus"]
+    list_filter = ["primary_focus"]
+
+
+@admin.register(IndexState)
+class IndexStateAdmin(admin.ModelAdmin):
+    list_display = ["id", "dirty", "dirty_since", "built_at", "build_seconds"]
+
+
+@admin.register(EmbeddingSpace)
+class EmbeddingSpaceAdmin(admin.ModelAdmin):
+    list_display = ["model", "dimensions", "active", "created_at"]
+
+
+admin.site.register(SystemFlag)
+admin.site.site_header = "Knowledge base administration"

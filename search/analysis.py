@@ -1,0 +1,164 @@
+"""Text analysis shared by the build and the query parser, so both see words the same way.
+
+A word yields up to three forms:
+- *folded*: lower-cased, NFKC, accents and Arabic diacritics removed (``Écrit`` → ``ecrit``);
+- *stem*: the Snowball stem of the folded word in the item's language (``simple`` = no stemming);
+- *title form*: the folded word with a leading article removed (``l'offre`` → ``offre``, ``الغابات`` → ``غابات``).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import Stemmer
+
+STEM_LANGUAGES = {"en": "english", "fr": "french", "ar": "arabic"}
+_DATA = Path(__file__).parent / "analysis_data"
+
+# Letters, digits and joiners inside a word; an apostrophe splits (l'offre → l, offre).
+WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+# Zero-width, bidi and tag characters: stripped before anything else.
+INVISIBLE_RE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U000e0000-\U000e0fff]"
+)
+ARABIC_TATWEEL = "\u0640"
+TITLE_ARTICLES = {"the", "a", "an", "le", "la", "les", "l", "un", "une", "des", "du", "de", "d"}
+ARABIC_ARTICLE = "ال"
+ARABIC_CLITICS = ("و", "ف")
+
+
+@lru_cache(maxsize=8)
+def stop_words(language: str) -> frozenset[str]:
+    names = {"en": "english", "fr": "french", "ar": "arabic"}
+    name = names.get(language)
+    if not name:
+        return frozenset()
+    words = (_DATA / f"{name}.stop").read_text(encoding="utf-8").split()
+    return frozenset(fold(w) for w in words)
+
+
+ALL_STOP_WORDS: frozenset[str] = frozenset()
+
+
+def all_stop_words() -> frozenset[str]:
+    global ALL_STOP_WORDS
+    if not ALL_STOP_WORDS:
+        ALL_STOP_WORDS = stop_words("en") | stop_words("fr") | stop_words("ar")
+    return ALL_STOP_WORDS
+
+
+def strip_invisible(text: str) -> str:
+    return INVISIBLE_RE.sub("", text)
+
+
+def fold(word: str) -> str:
+    """Lower-case, compatibility-normalise and strip combining marks (accents, harakat)."""
+    decomposed = unicodedata.normalize("NFKD", word.lower().replace(ARABIC_TATWEEL, ""))
+    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return unicodedata.normalize("NFC", stripped)
+
+
+@lru_cache(maxsize=8)
+def _stemmer(language: str) -> Stemmer.Stemmer | None:
+    algorithm = STEM_LANGUAGES.get(language)
+    return Stemmer.Stemmer(algorithm, 100_000) if algorithm else None
+
+
+def stem(folded_word: str, language: str) -> str:
+    stemmer = _stemmer(language)
+    if stemmer is None:
+        return folded_word
+    return fold(stemmer.stemWord(folded_word))
+
+
+def title_form(folded_word: str) -> str:
+    if folded_word.startswith(ARABIC_ARTICLE) and len(folded_word) > len(ARABIC_ARTICLE) + 1:
+        return folded_word[len(ARABIC_ARTICLE) :]
+    return folded_word
+
+
+def is_arabic(word: str) -> bool:
+    return any("\u0600" <= ch <= "\u06ff" for ch in word)
+
+
+def arabic_clitic_variants(folded_word: str) -> list[str]:
+    """``والخامسة`` → ``الخامسة``: a leading و or ف is also tried stripped (words of 4+ letters)."""
+    if is_arabic(folded_word) and folded_word[:1] in ARABIC_CLITICS and len(folded_word) >= 4:
+        return [folded_word[1:]]
+    return []
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str  # as written
+    folded: str
+    start: int
+    end: int
+
+
+def tokens(text: str) -> Iterator[Token]:
+    for match in WORD_RE.finditer(text):
+        word = match.group(0)
+        folded = fold(word)
+        if folded:
+            yield Token(word, folded, match.start(), match.end())
+
+
+def index_terms(text: str, language: str) -> tuple[dict[str, list[int]], dict[str, list[int]], int]:
+    """Stem and surface postings (term → 1-based positions) of a text, stop words removed, and its length."""
+    stops = all_stop_words()
+    stems: dict[str, list[int]] = {}
+    surface: dict[str, list[int]] = {}
+    position = 0
+    for token in tokens(text):
+        position += 1
+        if token.folded in stops:
+            continue
+        surface.setdefault(token.folded, []).append(position)
+        stems.setdefault(stem(token.folded, language), []).append(position)
+    return stems, surface, position
+
+
+def title_terms(title: str) -> list[str]:
+    terms = []
+    for token in tokens(title):
+        if token.folded in TITLE_ARTICLES:
+            continue
+        terms.append(title_form(token.folded))
+    return terms
+
+
+def _quote_lexeme(term: str) -> str:
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+MAX_POSITION = 16383
+
+
+def to_tsvector_literal(postings: dict[str, list[int]]) -> str:
+    """A tsvector literal (``'word':1,4 'other':2``) with positions capped as PostgreSQL requires."""
+    parts = []
+    for term, positions in postings.items():
+        if not term or len(term.encode()) > 2000:
+            continue
+        capped = sorted({min(max(p, 1), MAX_POSITION) for p in positions})[:256]
+        parts.append(f"{_quote_lexeme(term)}:{','.join(str(p) for p in capped)}")
+    return " ".join(parts)
+
+
+def terms_tsvector(terms: list[str]) -> str:
+    postings: dict[str, list[int]] = {}
+    for position, term in enumerate(terms, start=1):
+        postings.setdefault(term, []).append(position)
+    return to_tsvector_literal(postings)
+
+
+def folded_text(text: str) -> str:
+    """Lower-cased, accent-folded copy with the same length semantics used for substring preview."""
+    return fold(strip_invisible(text))

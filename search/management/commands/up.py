@@ -1,0 +1,131 @@
+"""Start everything in one foreground command: servers, migrations, demo data, web, worker, beat.
+
+Ctrl-C or SIGTERM stops every child (and their children) and then the embedded servers, so no
+postgres, valkey or celery process is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from config import env, runtime
+
+from ._progress import progress_bar
+
+STOP_GRACE_S = 10
+
+
+class Command(BaseCommand):
+    help = "Start the product: embedded servers (unless URLs are set), migrate, demo data, web, worker, beat."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--no-worker", action="store_true", help="do not start the Celery worker and beat")
+        parser.add_argument("--no-demo", action="store_true", help="do not load the demo knowledge base")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        home = env.kb_home()
+        port = env.env_int("PORT", 8000, minimum=1, maximum=65535)
+        child_env = os.environ.copy()
+        if not env.env_str("DATABASE_URL"):
+            child_env["DATABASE_URL"] = runtime.ensure_postgres(home)
+        child_env["REDIS_URL"] = settings.REDIS_URL
+        children: list[subprocess.Popen[bytes]] = []
+        stopping = False
+
+        def stop(*_: Any) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            call_command("migrate", interactive=False, verbosity=0)
+            call_command("collectstatic", interactive=False, verbosity=0)
+            self._first_start(opts)
+            if stopping:
+                return
+            children.append(self._spawn(
+                [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host",
+                 env.env_str("HOST", "127.0.0.1"), "--port", str(port), "--workers",
+                 str(env.env_int("WEB_WORKERS", 2, minimum=1, maximum=64)), "--log-level", "warning"], child_env))
+            if not opts["no_worker"]:
+                children.append(self._spawn(
+                    [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "warning",
+                     "--concurrency", "1", "--hostname", f"kb-worker-{os.getpid()}@%h"], child_env))
+                children.append(self._spawn(
+                    [sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel", "warning",
+                     "--schedule", str(home / "celerybeat-schedule")], child_env))
+            base = f"http://{env.env_str('HOST', '127.0.0.1')}:{port}"
+            self.stdout.write(self.style.SUCCESS("Knowledge base is up:"))
+            for label, path in (("browse", "/browse"), ("graphql", "/graphql"), ("mcp", "/mcp"), ("admin", "/admin/")):
+                self.stdout.write(f"  {label:8} {base}{path}")
+            self.stdout.write("Press Ctrl-C to stop.")
+            self.stdout.flush()
+            while not stopping:
+                for child in children:
+                    if child.poll() is not None:
+                        self.stderr.write(f"{child.args[2:4]} exited with {child.returncode}; stopping.")
+                        stopping = True
+                time.sleep(0.3)
+        finally:
+            self._stop(children)
+            from django.db import connections
+
+            connections.close_all()
+            runtime.stop_valkey(home)
+            runtime.stop_postgres()
+            self.stdout.write("Stopped.")
+
+    def _spawn(self, argv: list[str], child_env: dict[str, str]) -> subprocess.Popen[bytes]:
+        # Own session: Ctrl-C reaches only this process, which then stops each child's whole group in order.
+        return subprocess.Popen(argv, env=child_env, start_new_session=True, cwd=settings.BASE_DIR)
+
+    def _stop(self, children: list[subprocess.Popen[bytes]]) -> None:
+        for child in children:
+            if child.poll() is None:
+                try:
+                    os.killpg(child.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + STOP_GRACE_S
+        for child in children:
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(child.pid, signal.SIGKILL)  # the group may still hold grandchildren
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _first_start(self, opts: dict[str, Any]) -> None:
+        from django.contrib.auth import get_user_model
+
+        from search.services import demo, indexing
+        from search.services.vector import active_space, embeddings_pending
+
+        User = get_user_model()
+        if not User.objects.filter(is_superuser=True).exists():
+            password = env.env_str("ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+            User.objects.create_superuser("admin", "admin@example.com", password)
+            self.stdout.write(self.style.WARNING(f"Created admin user: admin / {password}  (shown once)"))
+        if not opts["no_demo"] and not demo.demo_loaded():
+            self.stdout.write("Loading the demo knowledge base (first start only)…")
+            result = demo.demo_load()
+            self.stdout.write(f"  {result}")
+        pending = indexing.columns_pending().count() + embeddings_pending(active_space().model).count()
+        if pending:
+            with progress_bar(self, total=pending, desc="index") as update:
+                indexing.index_rebuild(progress=update)
+        else:
+            indexing.stats_refresh()

@@ -1,0 +1,265 @@
+"""The knowledge base: items, their revisions, the chunks the engine searches, and what feeds ranking."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
+from django.db import models
+from pgvector.django import VectorField
+
+from search.managers import ChunkQuerySet, ContentItemQuerySet
+
+
+class Visibility(models.TextChoices):
+    PUBLIC = "public", "Public"
+    SIGNED_IN = "signed_in", "Signed-in users"
+    STAFF = "staff", "Staff only"
+    GROUPS = "groups", "Selected groups"
+
+
+class ContentType(models.TextChoices):
+    GUIDE = "guide", "Guide"
+    POLICY = "policy", "Policy"
+    CASE_STUDY = "case_study", "Case study"
+    TEMPLATE = "template", "Template"
+    QA = "qa", "Q&A"
+    CHECKLIST = "checklist", "Checklist"
+    ARTICLE = "article", "Article"
+
+
+class ReviewStatus(models.TextChoices):
+    OK = "ok", "Up to date"
+    DUE_SOON = "due_soon", "Due soon"
+    OVERDUE = "review_overdue", "Review overdue"
+
+
+class ContentItem(models.Model):
+    external_id = models.CharField(
+        max_length=200, unique=True, help_text="Stable id from the import source; re-imports update in place."
+    )
+    slug = models.SlugField(max_length=220, unique=True)
+    content_type = models.CharField(max_length=40, default=ContentType.ARTICLE, db_index=True)
+    primary_domain = models.CharField(max_length=80, blank=True, db_index=True)
+    subtopic = models.CharField(max_length=80, blank=True)
+    platform = models.CharField(max_length=80, blank=True)
+    layer = models.CharField(max_length=80, blank=True)
+    source = models.CharField(max_length=80, blank=True)
+    language = models.CharField(max_length=8, default="en", help_text="ISO code: en, fr, ar, …")
+    author_name = models.CharField(max_length=200, blank=True)
+    ai_keywords = ArrayField(models.CharField(max_length=80), default=list, blank=True)
+    thumbnail = models.ImageField(upload_to="thumbnails/", blank=True)
+    visibility = models.CharField(max_length=16, choices=Visibility.choices, default=Visibility.PUBLIC)
+    groups = models.ManyToManyField(Group, blank=True, related_name="content_items")
+    allow_closed_placeholder = models.BooleanField(
+        default=False,
+        help_text="Visitors who cannot read this item may see its title as 'closed material' when it matches.",
+    )
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
+    )
+    archived_at = models.DateTimeField(null=True, blank=True, help_text="Archived items never appear in search.")
+    verified_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="verified_items"
+    )
+    # Governance
+    review_cadence_days = models.PositiveIntegerField(null=True, blank=True)
+    next_review_date = models.DateField(null=True, blank=True)
+    governance_review_status = models.CharField(
+        max_length=20, choices=ReviewStatus.choices, default=ReviewStatus.OK, db_index=True
+    )
+    last_reviewed_at = models.DateTimeField(null=True, blank=True)
+    quality_score = models.FloatField(default=0.0)
+    quality_breakdown = models.JSONField(default=dict, blank=True)
+    # Revisions
+    live_revision = models.ForeignKey(
+        "Revision", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    latest_revision = models.ForeignKey(
+        "Revision", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    published_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(db_index=True)
+    index_dirty = models.BooleanField(default=True, db_index=True)
+
+    objects = ContentItemQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-updated_at", "id"]
+        indexes = [models.Index(fields=["next_review_date"])]
+
+    def __str__(self) -> str:
+        return self.title or self.external_id
+
+    @property
+    def title(self) -> str:
+        revision = self.latest_revision or self.live_revision
+        return revision.title if revision else ""
+
+    def get_absolute_url(self) -> str:
+        return f"/items/{self.slug}"
+
+
+class Revision(models.Model):
+    item = models.ForeignKey(ContentItem, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    title = models.CharField(max_length=500)
+    body = models.TextField(help_text="Markdown")
+    summary = models.TextField(blank=True)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    content_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField()
+    # Set while the chunker has not yet run for this revision.
+    chunked = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["item", "-number"]
+        constraints = [models.UniqueConstraint(fields=["item", "number"], name="revision_number_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.title} (r{self.number})"
+
+
+class Chunk(models.Model):
+    """A searchable piece of a revision. Search columns are written by the build, never by save()."""
+
+    revision = models.ForeignKey(Revision, on_delete=models.CASCADE, related_name="chunks")
+    item = models.ForeignKey(ContentItem, on_delete=models.CASCADE, related_name="chunks")
+    ordinal = models.PositiveIntegerField()
+    toc_path = models.CharField(max_length=1000, blank=True)
+    text = models.TextField()
+    char_start = models.PositiveIntegerField()
+    char_end = models.PositiveIntegerField()
+    # Corpus membership, kept in step with the item's live/latest pointers.
+    in_live = models.BooleanField(default=False)
+    in_latest = models.BooleanField(default=False)
+    # Prepared search columns (search.services.indexing writes them).
+    lex_stem = SearchVectorField(null=True)
+    lex_surface = SearchVectorField(null=True)
+    lex_title = SearchVectorField(null=True)
+    lex_meta = SearchVectorField(null=True)
+    body_len = models.PositiveIntegerField(default=0)
+    title_len = models.PositiveIntegerField(default=0)
+    folded_text = models.TextField(blank=True, help_text="Lower-cased, accent-folded text for substring preview.")
+    indexed = models.BooleanField(default=False)
+    # The vector column has no fixed dimension: each model gets a partial HNSW index cast to its own
+    # dimension (search.services.vector), so vectors of different models are never compared.
+    embedding = VectorField(null=True)
+    embedding_model = models.CharField(max_length=120, blank=True, db_index=True)
+
+    objects = ChunkQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["revision", "ordinal"]
+        constraints = [models.UniqueConstraint(fields=["revision", "ordinal"], name="chunk_ordinal_unique")]
+        indexes = [
+            GinIndex(fields=["lex_stem"], name="chunk_lex_stem_gin"),
+            GinIndex(fields=["lex_surface"], name="chunk_lex_surface_gin"),
+            GinIndex(fields=["lex_title"], name="chunk_lex_title_gin"),
+            GinIndex(fields=["lex_meta"], name="chunk_lex_meta_gin"),
+            models.Index(fields=["item", "in_live"], name="chunk_item_live"),
+            models.Index(fields=["item", "in_latest"], name="chunk_item_latest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.revision_id}#{self.ordinal}"
+
+
+class EmbeddingCache(models.Model):
+    """Embeddings by (model, text hash): unchanged text is never embedded twice."""
+
+    model = models.CharField(max_length=120)
+    text_hash = models.CharField(max_length=64)
+    embedding = VectorField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["model", "text_hash"], name="embedding_cache_key")]
+
+
+class EmbeddingSpace(models.Model):
+    """The model whose vectors the vector lane searches. One row; a change goes through `reembed`."""
+
+    model = models.CharField(max_length=120, unique=True)
+    dimensions = models.PositiveIntegerField()
+    active = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class IndexState(models.Model):
+    """One row: whether the term statistics are stale, and when they were last built."""
+
+    dirty = models.BooleanField(default=True)
+    dirty_since = models.DateTimeField(null=True, blank=True)
+    built_at = models.DateTimeField(null=True, blank=True)
+    build_seconds = models.FloatField(null=True, blank=True)
+
+
+class Citation(models.Model):
+    class Outcome(models.TextChoices):
+        WON = "won", "Won"
+        LOST = "lost", "Lost"
+        PENDING = "pending", "Pending"
+
+    item = models.ForeignKey(ContentItem, on_delete=models.CASCADE, related_name="citations")
+    bid_reference = models.CharField(max_length=120)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, default=Outcome.PENDING)
+    cited_at = models.DateField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["item", "bid_reference"], name="citation_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.bid_reference} ({self.outcome})"
+
+
+class UserProfile(models.Model):
+    class Focus(models.TextChoices):
+        BID_WRITING = "bid_writing", "Bid writing"
+        ACCOUNT_MANAGEMENT = "account_management", "Account management"
+        MARKETING = "marketing", "Marketing"
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="profile")
+    primary_focus = models.CharField(max_length=30, choices=Focus.choices, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.primary_focus or 'unset'})"
+
+
+class ItemRead(models.Model):
+    """An item a signed-in user has opened (feeds the unread-only filter)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="item_reads")
+    item = models.ForeignKey(ContentItem, on_delete=models.CASCADE, related_name="reads")
+    read_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "item"], name="item_read_unique")]
+
+
+class ApiKey(models.Model):
+    """A key for programmatic access (MCP). Stored hashed; only the prefix is shown again."""
+
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    key_hash = models.CharField(max_length=64)
+    all_content = models.BooleanField(default=True, help_text="Read everything; otherwise only `groups`.")
+    groups = models.ManyToManyField(Group, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+
+class SystemFlag(models.Model):
+    """Small persistent facts about this installation (e.g. the demo knowledge base was loaded)."""
+
+    key = models.CharField(max_length=100, unique=True)
+    value = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)

@@ -1,0 +1,132 @@
+"""The build: everything a search would otherwise compute while serving is written here, ahead of time.
+
+- per-chunk search columns (stems, surface forms, title forms, metadata terms) and lengths;
+- chunk embeddings for the active model (through the embedding cache);
+- the term-statistics materialized views (document frequency per term and field, corpus size,
+  average lengths), refreshed ``CONCURRENTLY`` so searches never wait on the build;
+- the HNSW index of the active embedding model.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from search import analysis
+from search.models import Chunk, ContentItem, IndexState
+
+logger = logging.getLogger(__name__)
+
+BATCH = 500
+Progress = Callable[[int], None]
+
+
+def _chunk_columns(chunk: Chunk, item: ContentItem, title: str, summary: str) -> dict[str, Any]:
+    language = item.language if item.language in analysis.STEM_LANGUAGES else "simple"
+    stems, surface, length = analysis.index_terms(chunk.text, language)
+    titles = analysis.title_terms(title)
+    meta_terms = []
+    for phrase in [*item.ai_keywords, item.content_type.replace("_", " ")]:
+        for token in analysis.tokens(phrase):
+            meta_terms.append(analysis.stem(token.folded, language))
+    return {
+        "lex_stem": analysis.to_tsvector_literal(stems),
+        "lex_surface": analysis.to_tsvector_literal(surface),
+        "lex_title": analysis.terms_tsvector(titles),
+        "lex_meta": analysis.terms_tsvector(meta_terms),
+        "body_len": length,
+        "title_len": len(titles),
+        "folded_text": analysis.folded_text(f"{title}\n{chunk.text}"),
+    }
+
+
+def _batches(qs: Any, size: int) -> Iterator[list[Any]]:
+    last = 0
+    while True:
+        batch = list(qs.filter(pk__gt=last).order_by("pk")[:size])
+        if not batch:
+            return
+        yield batch
+        last = batch[-1].pk
+
+
+def columns_pending() -> Any:
+    return Chunk.objects.current().filter(Q(indexed=False) | Q(item__index_dirty=True))
+
+
+def columns_build(*, progress: Progress | None = None) -> int:
+    """Write search columns for chunks that are new or whose item changed. Returns chunks written."""
+    dirty_items = list(ContentItem.objects.filter(index_dirty=True).values_list("pk", flat=True))
+    if dirty_items:
+        Chunk.objects.filter(item_id__in=dirty_items).update(indexed=False)
+        ContentItem.objects.filter(pk__in=dirty_items).update(index_dirty=False)
+    written = 0
+    pending = Chunk.objects.current().filter(indexed=False).select_related("item", "revision")
+    for batch in _batches(pending, BATCH):
+        values = [(c.pk, _chunk_columns(c, c.item, c.revision.title, c.revision.summary)) for c in batch]
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.executemany(
+                """
+                UPDATE search_chunk SET lex_stem = %s::tsvector, lex_surface = %s::tsvector,
+                       lex_title = %s::tsvector, lex_meta = %s::tsvector, body_len = %s, title_len = %s,
+                       folded_text = %s, indexed = true
+                WHERE id = %s
+                """,
+                [
+                    (
+                        v["lex_stem"], v["lex_surface"], v["lex_title"], v["lex_meta"],
+                        v["body_len"], v["title_len"], v["folded_text"], pk,
+                    )
+                    for pk, v in values
+                ],
+            )
+        written += len(batch)
+        if progress:
+            progress(len(batch))
+    return written
+
+
+def stats_refresh() -> None:
+    """Refresh the term statistics (concurrently once populated, so readers never block)."""
+    with connection.cursor() as cursor:
+        for view in ("search_term_stats", "search_corpus_stats"):
+            cursor.execute("SELECT relispopulated FROM pg_class WHERE relname = %s", [view])
+            row = cursor.fetchone()
+            concurrently = "CONCURRENTLY" if row and row[0] else ""
+            cursor.execute(f"REFRESH MATERIALIZED VIEW {concurrently} {view}")
+
+
+def index_rebuild(*, progress: Progress | None = None, embed: bool = True) -> dict[str, Any]:
+    """The whole build: columns, embeddings of the active model, statistics, vector index."""
+    from search.services import vector
+
+    started = time.monotonic()
+    state, _ = IndexState.objects.get_or_create(pk=1)
+    marked_at = timezone.now()
+    columns = columns_build(progress=progress)
+    embedded = vector.embeddings_backfill(progress=progress) if embed else 0
+    stats_refresh()
+    vector.vector_index_ensure()
+    elapsed = time.monotonic() - started
+    # Only clear the flag if nothing marked the index dirty while we were building.
+    IndexState.objects.filter(pk=state.pk).filter(Q(dirty_since__lte=marked_at) | Q(dirty_since__isnull=True)).update(
+        dirty=False
+    )
+    IndexState.objects.filter(pk=state.pk).update(built_at=timezone.now(), build_seconds=elapsed)
+    logger.info("index build: %s chunks written, %s embedded, %.1f s", columns, embedded, elapsed)
+    return {"columns": columns, "embedded": embedded, "seconds": round(elapsed, 2)}
+
+
+def index_status() -> dict[str, Any]:
+    state = IndexState.objects.filter(pk=1).first()
+    return {
+        "dirty": bool(state and state.dirty),
+        "built_at": state.built_at if state else None,
+        "pending_columns": columns_pending().count(),
+    }
