@@ -111,6 +111,8 @@ class Revision(models.Model):
     summary = models.TextField(blank=True)
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     content_hash = models.CharField(max_length=64)
+    # Lower-cased, accent-folded title for the live preview's substring match (trigram index).
+    title_folded = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField()
     # Set while the chunker has not yet run for this revision.
     chunked = models.BooleanField(default=False)

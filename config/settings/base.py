@@ -172,3 +172,4 @@ SEARCH = {
 # Content changes enqueue a debounced index build on the Celery worker. Off in tests, which build
 # explicitly; commands such as import_content always finish with a build of their own.
 SEARCH_AUTO_BUILD = env.env_bool("SEARCH_AUTO_BUILD", True)
+RATELIMIT_FAIL_OPEN = True  # a dead cache must not stop search (search.services.limits logs it)

@@ -15,7 +15,7 @@ SELECT 'title', t.lexeme, count(*)::integer
 UNION ALL
 SELECT 'meta', t.lexeme, count(*)::integer
   FROM search_chunk c, unnest(c.lex_meta) t WHERE c.in_live OR c.in_latest GROUP BY t.lexeme
-WITH NO DATA;
+;
 CREATE UNIQUE INDEX search_term_stats_key ON search_term_stats (field, term);
 
 CREATE MATERIALIZED VIEW search_corpus_stats AS
@@ -24,7 +24,7 @@ SELECT 1 AS id,
        coalesce(avg(body_len), 0)::float8 AS avg_body_len,
        coalesce(avg(title_len), 0)::float8 AS avg_title_len
   FROM search_chunk WHERE in_live OR in_latest
-WITH NO DATA;
+;
 CREATE UNIQUE INDEX search_corpus_stats_key ON search_corpus_stats (id);
 
 CREATE INDEX chunk_folded_text_trgm ON search_chunk USING gin (folded_text gin_trgm_ops);

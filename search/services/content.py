@@ -13,6 +13,7 @@ from django.db.models import Max
 from django.utils import timezone
 from django.utils.text import slugify
 
+from search.analysis import folded_text
 from search.models import Chunk, ContentItem, IndexState, Revision
 from search.services.chunking import chunk_markdown
 
@@ -125,6 +126,7 @@ def item_save_revision(
             summary=summary,
             author=author,
             content_hash=digest,
+            title_folded=folded_text(title)[:500],
             created_at=created_at or timezone.now(),
         )
         item.latest_revision = revision

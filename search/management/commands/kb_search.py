@@ -1,0 +1,121 @@
+"""Diagnostic search from the command line, through the same engine as every other surface."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
+
+from search.errors import SearchError
+from search.principal import Principal
+from search.query_parser import validate_query_text
+from search.services import retrieve
+from search.types import CLI_THRESHOLD, MAX_LIMIT, RetrievalQuery, SearchFilters
+
+OPERATOR = Principal(kind="staff", all_content=True)
+
+
+class Command(BaseCommand):
+    help = "Search the knowledge base (diagnostic). Same engine as browse, GraphQL and MCP."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("query")
+        parser.add_argument("--limit", type=int, default=10)
+        parser.add_argument("--domain", help="primary domain (case-insensitive)")
+        parser.add_argument("--threshold", type=float, default=CLI_THRESHOLD)
+        parser.add_argument("--full", action="store_true", help="add each item's summary")
+        parser.add_argument("--json", action="store_true", help="print one JSON object and nothing else")
+        group = parser.add_mutually_exclusive_group()
+        group.add_argument("--include-superseded", dest="superseded", action="store_true", default=True)
+        group.add_argument("--exclude-superseded", dest="superseded", action="store_false")
+        parser.add_argument("--corpus", choices=["live", "latest"], default="latest")
+        parser.add_argument("--granularity", choices=["item", "chunk"], default="item")
+        parser.add_argument("--mode", choices=["hybrid", "lexical", "vector"], default="hybrid")
+        parser.add_argument("--env", choices=["dev", "prod"], default=None,
+                            help="prod: refuse unless the configured database is the production one")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        try:
+            self._check_env(opts["env"])
+            if not 1 <= opts["limit"] <= MAX_LIMIT:
+                raise SearchError(f"--limit must be between 1 and {MAX_LIMIT}.")
+            text = validate_query_text(opts["query"], field="query")
+            result = retrieve(query=RetrievalQuery(
+                text=text,
+                principal=OPERATOR,
+                corpus=opts["corpus"],
+                filters=SearchFilters(domain=(opts["domain"],) if opts["domain"] else (),
+                                      include_superseded=opts["superseded"]),
+                granularity=opts["granularity"],
+                mode=opts["mode"],
+                limit=opts["limit"],
+                threshold=opts["threshold"],
+            ))
+        except (SearchError, DatabaseError, ValueError) as exc:
+            message = getattr(exc, "message", None) or str(exc).strip().splitlines()[0]
+            raise CommandError(f"Search failed: {message}") from None
+        if opts["json"]:
+            self.stdout.write(json.dumps(payload(text, result, full=opts["full"]), ensure_ascii=False))
+        else:
+            self._table(text, result, full=opts["full"])
+
+    def _check_env(self, env: str | None) -> None:
+        if env != "prod":
+            return
+        expected = settings.PRODUCTION_DATABASE_NAME
+        actual = settings.DATABASES["default"].get("NAME")
+        if not expected or actual != expected:
+            raise SearchError(
+                f"--env=prod but the configured database is {actual!r}, not the production one "
+                f"({expected or 'PRODUCTION_DATABASE_NAME is unset'}). Run with the production settings inline, "
+                "e.g. DATABASE_URL=postgres://…/kb PRODUCTION_DATABASE_NAME=kb python manage.py kb_search …"
+            )
+
+    def _table(self, text: str, result: Any, *, full: bool) -> None:
+        color = self.stdout.isatty() if hasattr(self.stdout, "isatty") else sys.stdout.isatty()
+        style = self.style if color else None
+        width = shutil.get_terminal_size((140, 20)).columns
+        header = f"{result.total} result(s) for {text!r}"
+        if result.partial_match:
+            header += " — partial match (not every word found)"
+        if result.degraded:
+            header += f" — degraded: {', '.join(result.degraded)}"
+        self.stdout.write(style.MIGRATE_HEADING(header) if style else header)
+        columns = [("title", 40), ("domain", 16), ("keywords", 22), ("lanes", 14)]
+        snippet_width = max(20, width - sum(w + 2 for _, w in columns) - 8)
+        line = "  ".join(f"{name:<{w}}" for name, w in columns) + f"  {'snippet':<{snippet_width}}"
+        self.stdout.write(style.SQL_FIELD(line) if style else line)
+        for hit in result.hits:
+            snippet = " ".join(hit.passage.split())[:snippet_width]
+            cells = [hit.title, hit.primary_domain, ", ".join(hit.ai_keywords), "+".join(hit.lanes)]
+            row = "  ".join(f"{(c or '')[:w]:<{w}}" for c, (_, w) in zip(cells, columns, strict=True))
+            self.stdout.write(f"{row}  {snippet}")
+            if full and hit.summary:
+                self.stdout.write(f"    {hit.summary}")
+
+
+def payload(text: str, result: Any, *, full: bool = False) -> dict[str, Any]:
+    return {
+        "query": text,
+        "count": result.total,
+        "partial_match": result.partial_match,
+        "degraded": list(result.degraded),
+        "results": [
+            {
+                "item_id": h.item_id,
+                "external_id": h.external_id,
+                "title": h.title,
+                "score": h.score,
+                "lanes": list(h.lanes),
+                "snippet": h.passage,
+                "toc_path": h.toc_path,
+                **({"summary": h.summary} if full else {}),
+            }
+            for h in result.hits
+        ],
+    }

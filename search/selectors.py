@@ -1,0 +1,181 @@
+"""Reads other than ranked retrieval: item lookups, browse-mode listing and the live preview.
+
+Every read goes through ``ContentItem.objects.searchable(principal, corpus)``, the same access rule
+``retrieve`` uses, so no surface can show an item the engine would not.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from django.db import connection
+
+from search.errors import InvalidCursor, InvalidQuery, NotFound
+from search.models import ContentItem
+from search.principal import Principal
+from search.query_parser import normalize_query_text
+from search.analysis import folded_text
+from search.types import MAX_LIMIT, PREVIEW_MAX_LIMIT, Corpus, SearchFilters
+
+BrowseSort = Literal["newest", "title", "quality_score"]
+
+
+def corpus_for(principal: Principal, corpus: Corpus = "live") -> str:
+    return corpus if principal.can_read_drafts else "live"
+
+
+def item_get(
+    *, principal: Principal, item_id: int | None = None, slug: str | None = None, external_id: str | None = None,
+    corpus: Corpus = "live",
+) -> ContentItem:
+    """One readable item, or NotFound (the same answer whether it does not exist or may not be read)."""
+    qs = ContentItem.objects.searchable(principal, corpus_for(principal, corpus)).select_related(
+        "live_revision", "latest_revision", "superseded_by", "verified_by"
+    )
+    try:
+        if item_id is not None:
+            return qs.get(pk=item_id)
+        if slug is not None:
+            return qs.get(slug=slug)
+        if external_id is not None:
+            return qs.get(external_id=external_id)
+    except (ContentItem.DoesNotExist, ValueError):
+        pass
+    raise NotFound("No readable item with that id. Check the id, or sign in / use an API key with access.")
+
+
+def item_revision(item: ContentItem, principal: Principal, corpus: Corpus = "live") -> Any:
+    """The revision this principal reads: latest for drafts-corpus readers, live otherwise."""
+    if corpus_for(principal, corpus) == "latest":
+        return item.latest_revision or item.live_revision
+    return item.live_revision
+
+
+@dataclass(frozen=True)
+class ItemPage:
+    items: list[ContentItem]
+    total: int
+    next_cursor: str | None
+
+
+SORTS: dict[str, list[str]] = {
+    "newest": ["-updated_at", "-id"],
+    "title": ["latest_revision__title", "id"],
+    "quality_score": ["-quality_score", "-id"],
+}
+
+
+def _offset_cursor(cursor: str | None, sort: str) -> int:
+    if not cursor:
+        return 0
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if data["s"] != sort or int(data["o"]) < 0:
+            raise ValueError
+        return int(data["o"])
+    except (ValueError, KeyError, TypeError, UnicodeError):
+        raise InvalidCursor("cursor is not valid for this listing; start again without it.", field="cursor") from None
+
+
+def items_list(
+    *, principal: Principal, filters: SearchFilters | None = None, sort: BrowseSort = "newest",
+    cursor: str | None = None, limit: int = 20, corpus: Corpus = "live",
+) -> ItemPage:
+    """Browse mode (no query): readable items with the engine's filters, sorted, cursor-paged."""
+    if sort not in SORTS:
+        raise InvalidQuery(f"sort must be one of {', '.join(SORTS)}.", field="sort")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidQuery(f"limit must be between 1 and {MAX_LIMIT}.", field="limit")
+    offset = _offset_cursor(cursor, sort)
+    qs = (
+        ContentItem.objects.searchable(principal, corpus_for(principal, corpus))
+        .apply_filters(filters or SearchFilters(), user_id=principal.user_id)
+        .select_related("live_revision", "latest_revision", "verified_by")
+        .order_by(*SORTS[sort])
+    )
+    total = qs.count()
+    items = list(qs[offset : offset + limit])
+    next_offset = offset + limit
+    next_cursor = None
+    if next_offset < total:
+        raw = json.dumps({"o": next_offset, "s": sort}, separators=(",", ":")).encode()
+        next_cursor = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return ItemPage(items, total, next_cursor)
+
+
+@dataclass(frozen=True)
+class PreviewHit:
+    id: int
+    title: str
+    content_type: str
+    primary_domain: str
+    url: str
+    title_match: bool
+
+
+def _like_pattern(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[PreviewHit]:
+    """Search-as-you-type: case- and accent-insensitive substring match, title matches first.
+
+    ``\\``, ``%`` and ``_`` are escaped, so ``50%`` matches the literal text. Two bounded index
+    lookups (trigram indexes on the folded title and the folded chunk text), never a scan-and-sort.
+    """
+    cleaned = normalize_query_text(text)
+    if not cleaned:
+        raise InvalidQuery("q is required: type at least one character.", field="q")
+    limit = max(1, min(limit, PREVIEW_MAX_LIMIT))
+    corpus = corpus_for(principal)
+    pattern = _like_pattern(folded_text(cleaned))
+    items_sql, items_params = (
+        ContentItem.objects.searchable(principal, corpus).filter(superseded_by__isnull=True).order_by()
+        .values("id").query.sql_with_params()
+    )
+    revision_col = "live_revision_id" if corpus == "live" else "latest_revision_id"
+    chunk_col = "in_live" if corpus == "live" else "in_latest"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT i.id FROM search_contentitem i JOIN search_revision r ON r.id = i.{revision_col}
+            WHERE r.title_folded LIKE %s ESCAPE '\\' AND i.id IN ({items_sql})
+            ORDER BY i.updated_at DESC, i.id LIMIT %s
+            """,
+            [pattern, *items_params, limit],
+        )
+        title_ids = [r[0] for r in cursor.fetchall()]
+        content_ids: list[int] = []
+        if len(title_ids) < limit:
+            cursor.execute(
+                f"""
+                SELECT c.item_id FROM search_chunk c
+                WHERE c.{chunk_col} AND c.folded_text LIKE %s ESCAPE '\\' AND c.item_id IN ({items_sql})
+                  AND NOT (c.item_id = ANY(%s))
+                LIMIT %s
+                """,
+                [pattern, *items_params, title_ids, (limit - len(title_ids)) * 4],
+            )
+            for (item_id,) in cursor.fetchall():
+                if item_id not in content_ids:
+                    content_ids.append(item_id)
+    ids = title_ids + content_ids[: limit - len(title_ids)]
+    items = {
+        i.pk: i for i in ContentItem.objects.filter(pk__in=ids).select_related("live_revision", "latest_revision")
+    }
+    hits = []
+    for item_id in ids:
+        item = items[item_id]
+        revision = item.live_revision if corpus == "live" else (item.latest_revision or item.live_revision)
+        hits.append(PreviewHit(item.pk, revision.title if revision else "", item.content_type, item.primary_domain,
+                               item.get_absolute_url(), item_id in title_ids))
+    return hits
+
+
+def item_updated_at(item: ContentItem) -> datetime:
+    return item.updated_at

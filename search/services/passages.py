@@ -1,0 +1,81 @@
+"""Passages and match spans: which words of a text matched the query, as character offsets.
+
+Adapters render spans their own way (``<mark>`` in HTML, offsets in MCP); nothing here is HTML.
+"""
+
+from __future__ import annotations
+
+from search import analysis
+from search.query_parser import ParsedQuery
+from search.types import Span
+
+PASSAGE_CHARS = 480
+
+
+def _body_matcher(parsed: ParsedQuery, language: str):  # type: ignore[no-untyped-def]
+    surfaces = {s for t in parsed.terms for s in t.surfaces}
+    stems = {s for t in parsed.terms for s in t.stems}
+    lang = language if language in analysis.STEM_LANGUAGES else "simple"
+
+    def matches(folded: str) -> bool:
+        if folded in surfaces:
+            return True
+        for variant in (folded, *analysis.arabic_clitic_variants(folded)):
+            if analysis.stem(variant, lang) in stems or variant in surfaces:
+                return True
+        return False
+
+    return matches
+
+
+def body_spans(text: str, parsed: ParsedQuery, language: str) -> list[Span]:
+    if not parsed.searchable or not text:
+        return []
+    matches = _body_matcher(parsed, language)
+    stops = analysis.all_stop_words()
+    return [Span(t.start, t.end) for t in analysis.tokens(text) if t.folded not in stops and matches(t.folded)]
+
+
+def title_spans(title: str, parsed: ParsedQuery) -> list[Span]:
+    """Title words as written (article stripped) or starting with a query word; never by stem."""
+    if not parsed.searchable:
+        return []
+    spans = []
+    for token in analysis.tokens(title):
+        if token.folded in analysis.TITLE_ARTICLES:
+            continue
+        form = analysis.title_form(token.folded)
+        for term in parsed.terms:
+            if any(form == f or (term.prefix and form.startswith(f)) for f in term.title_forms):
+                spans.append(Span(token.start, token.end))
+                break
+    return spans
+
+
+def make_passage(text: str, parsed: ParsedQuery, language: str, *, max_chars: int = PASSAGE_CHARS) -> tuple[str, list[Span]]:
+    """The chunk text, or a window of it around the densest run of matches, with spans relative to it."""
+    spans = body_spans(text, parsed, language)
+    if len(text) <= max_chars:
+        return text, spans
+    start = 0
+    if spans:
+        best, best_count = spans[0].start, 0
+        for span in spans:
+            count = sum(1 for other in spans if span.start <= other.start < span.start + max_chars)
+            if count > best_count:
+                best, best_count = span.start, count
+        start = max(0, best - max_chars // 4)
+        # Begin at a word boundary.
+        if start > 0:
+            space = text.rfind(" ", 0, start)
+            start = space + 1 if space != -1 and start - space < 40 else start
+    end = min(len(text), start + max_chars)
+    if end < len(text):
+        space = text.rfind(" ", start, end)
+        end = space if space > start + max_chars // 2 else end
+    window = text[start:end]
+    prefix = "…" if start > 0 else ""
+    suffix = "…" if end < len(text) else ""
+    shift = len(prefix) - start
+    inside = [Span(s.start + shift, s.end + shift) for s in spans if s.start >= start and s.end <= end]
+    return prefix + window + suffix, inside

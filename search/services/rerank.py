@@ -1,0 +1,75 @@
+"""Rerank: blend the fused lane score with the signals the reference system used.
+
+final = fused × (1 + Σ signal weights) × (1 + WIN_RATE_WEIGHT × win rate)
+
+- title: share of query terms written in the title (as written or as a prefix);
+- keywords / summary / author: a query term among the item's ai_keywords, in its summary, in its author;
+- recency: linear boost for items updated in the last 30 days (1 today → 0 at 30 days);
+- win rate: the share of won bids among an item's decided citations, for items with at least 2.
+Weights were set on the SciFact train split and the demo corpus (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from search import analysis
+from search.query_parser import ParsedQuery
+
+TITLE_WEIGHT = 0.10
+KEYWORD_WEIGHT = 0.04
+SUMMARY_WEIGHT = 0.02
+AUTHOR_WEIGHT = 0.02
+RECENCY_WEIGHT = 0.03
+RECENCY_DAYS = 30
+WIN_RATE_WEIGHT = 0.03
+MIN_DECIDED_CITATIONS = 2
+
+
+@dataclass(frozen=True)
+class ItemSignals:
+    title: str
+    summary: str
+    author_name: str
+    ai_keywords: tuple[str, ...]
+    updated_at: datetime
+    language: str
+    won: int = 0
+    decided: int = 0
+
+
+def _words(text: str, language: str) -> tuple[set[str], set[str]]:
+    lang = language if language in analysis.STEM_LANGUAGES else "simple"
+    folded = {t.folded for t in analysis.tokens(text)}
+    return folded, {analysis.stem(f, lang) for f in folded}
+
+
+def _term_hits(parsed: ParsedQuery, text: str, language: str) -> int:
+    if not text:
+        return 0
+    folded, stems = _words(text, language)
+    return sum(1 for t in parsed.terms if folded & set(t.surfaces) or stems & set(t.stems))
+
+
+def win_rate(won: int, decided: int) -> float:
+    return won / decided if decided >= MIN_DECIDED_CITATIONS else 0.0
+
+
+def rerank_factor(parsed: ParsedQuery, signals: ItemSignals, now: datetime) -> float:
+    boost = 0.0
+    n = len(parsed.terms)
+    if n:
+        title_tokens = [analysis.title_form(t.folded) for t in analysis.tokens(signals.title)]
+        title_hits = sum(
+            1 for t in parsed.terms
+            if any(tok == f or (t.prefix and tok.startswith(f)) for tok in title_tokens for f in t.title_forms)
+        )
+        boost += TITLE_WEIGHT * title_hits / n
+        boost += KEYWORD_WEIGHT * min(1, _term_hits(parsed, " ".join(signals.ai_keywords), signals.language))
+        boost += SUMMARY_WEIGHT * min(1, _term_hits(parsed, signals.summary, signals.language))
+        boost += AUTHOR_WEIGHT * min(1, _term_hits(parsed, signals.author_name, "simple"))
+    age_days = (now - signals.updated_at).total_seconds() / 86400
+    if 0 <= age_days < RECENCY_DAYS:
+        boost += RECENCY_WEIGHT * (1 - age_days / RECENCY_DAYS)
+    return (1 + boost) * (1 + WIN_RATE_WEIGHT * win_rate(signals.won, signals.decided))
