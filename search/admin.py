@@ -18,6 +18,7 @@ from search.models import (
     ContentItem,
     EmbeddingSpace,
     IndexState,
+    JobRun,
     Revision,
     SystemFlag,
     UserProfile,
@@ -84,11 +85,11 @@ class ContentItemAdmin(admin.ModelAdmin):
                    ("archived_at", admin.EmptyFieldListFilter)]
     search_fields = ["external_id", "slug", "latest_revision__title", "author_name"]
     readonly_fields = ["live_revision", "latest_revision", "quality_score", "quality_breakdown", "created_at",
-                       "updated_at", "published_at"]
+                       "updated_at", "published_at", "quality_breakdown_table"]
     autocomplete_fields = ["superseded_by", "verified_by"]
     filter_horizontal = ["groups"]
     inlines = [RevisionInline, CitationInline]
-    actions = ["publish", "unpublish", "mark_reviewed", "rebuild_index", "reembed", "archive"]
+    actions = ["publish", "unpublish", "mark_reviewed", "rebuild_index", "reembed", "archive", "regenerate_summary"]
     list_select_related = ["latest_revision", "live_revision"]
     fieldsets = [
         (None, {"fields": ["title", "body", "summary", "publish_now"]}),
@@ -97,7 +98,7 @@ class ContentItemAdmin(admin.ModelAdmin):
                                        "thumbnail", "verified_by"]}),
         ("Access", {"fields": ["visibility", "groups", "allow_closed_placeholder", "superseded_by", "archived_at"]}),
         ("Governance", {"fields": ["review_cadence_days", "next_review_date", "governance_review_status",
-                                   "last_reviewed_at", "quality_score", "quality_breakdown"]}),
+                                   "last_reviewed_at", "quality_score", "quality_breakdown_table"]}),
         ("Revisions", {"fields": ["live_revision", "latest_revision", "published_at", "created_at", "updated_at"]}),
     ]
 
@@ -180,6 +181,29 @@ class ContentItemAdmin(admin.ModelAdmin):
         result = indexing.index_rebuild()
         self.message_user(request, f"Index rebuilt: {result}", messages.SUCCESS)
 
+    @admin.display(description="quality breakdown")
+    def quality_breakdown_table(self, obj: ContentItem) -> str:
+        from django.utils.html import format_html_join
+
+        from search.services.quality import breakdown_rows
+
+        rows = breakdown_rows(obj.quality_breakdown or {})
+        if not rows:
+            return "not scored yet (the quality job runs daily at 04:00 UTC; or run `manage.py score_quality`)"
+        body = format_html_join("", "<tr><td>{}</td><td style='text-align:right'>{}</td></tr>",
+                                ((label, f"{points:+.1f}") for label, points in rows))
+        return format_html("<table>{}<tr><th>Score (as of {})</th><th style='text-align:right'>{}</th></tr></table>",
+                           body, obj.quality_breakdown.get("as_of", "?"), f"{obj.quality_score:.1f}")
+
+    @admin.action(description="Regenerate summary (OpenAI when configured, else extractive)")
+    def regenerate_summary(self, request: HttpRequest, queryset: QuerySet[ContentItem]) -> None:
+        from search.tasks import summaries_enqueue
+
+        item_ids = list(queryset.values_list("pk", flat=True))
+        summaries_enqueue(item_ids=item_ids)
+        self.message_user(request, f"Queued summaries for {len(item_ids)} item(s); the worker writes them shortly "
+                          "(Job runs lists the result).", messages.SUCCESS)
+
     @admin.action(description="Re-embed these items with the active model")
     def reembed(self, request: HttpRequest, queryset: QuerySet[ContentItem]) -> None:
         Chunk.objects.filter(item__in=queryset).update(embedding=None, embedding_model="")
@@ -216,6 +240,34 @@ class IndexStateAdmin(admin.ModelAdmin):
 @admin.register(EmbeddingSpace)
 class EmbeddingSpaceAdmin(admin.ModelAdmin):
     list_display = ["model", "dimensions", "active", "created_at"]
+
+
+@admin.register(JobRun)
+class JobRunAdmin(admin.ModelAdmin):
+    """Background job runs (beat, tasks, commands): read-only history."""
+
+    list_display = ["job", "period", "status", "started_at", "finished_at", "duration", "items_touched",
+                    "attempts", "host", "short_error"]
+    list_filter = ["job", "status"]
+    search_fields = ["job", "period", "task_id", "error"]
+    date_hierarchy = "started_at"
+    readonly_fields = [f.name for f in JobRun._meta.fields]
+
+    @admin.display(description="duration")
+    def duration(self, obj: JobRun) -> str:
+        if obj.finished_at is None:
+            return "—"
+        return f"{(obj.finished_at - obj.started_at).total_seconds():.1f} s"
+
+    @admin.display(description="error")
+    def short_error(self, obj: JobRun) -> str:
+        return obj.error.splitlines()[0][:120] if obj.error else ""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 admin.site.register(SystemFlag)

@@ -57,6 +57,7 @@ def strip_invisible(text: str) -> str:
     return INVISIBLE_RE.sub("", text)
 
 
+@lru_cache(maxsize=200_000)
 def fold(word: str) -> str:
     """Lower-case, compatibility-normalise and strip combining marks (accents, harakat)."""
     decomposed = unicodedata.normalize("NFKD", word.lower().replace(ARABIC_TATWEEL, ""))
@@ -70,6 +71,7 @@ def _stemmer(language: str) -> Stemmer.Stemmer | None:
     return Stemmer.Stemmer(algorithm, 100_000) if algorithm else None
 
 
+@lru_cache(maxsize=400_000)
 def stem(folded_word: str, language: str) -> str:
     stemmer = _stemmer(language)
     if stemmer is None:

@@ -139,8 +139,9 @@ class Chunk(models.Model):
     in_live = models.BooleanField(default=False)
     in_latest = models.BooleanField(default=False)
     # Prepared search columns (search.services.indexing writes them).
-    lex_stem = SearchVectorField(null=True)
-    lex_surface = SearchVectorField(null=True)
+    # Term-frequency maps (term → count) of the body: stems in the item's language, and folded written forms.
+    tf_stem = models.JSONField(null=True)
+    tf_surface = models.JSONField(null=True)
     lex_title = SearchVectorField(null=True)
     lex_meta = SearchVectorField(null=True)
     body_len = models.PositiveIntegerField(default=0)
@@ -158,8 +159,8 @@ class Chunk(models.Model):
         ordering = ["revision", "ordinal"]
         constraints = [models.UniqueConstraint(fields=["revision", "ordinal"], name="chunk_ordinal_unique")]
         indexes = [
-            GinIndex(fields=["lex_stem"], name="chunk_lex_stem_gin"),
-            GinIndex(fields=["lex_surface"], name="chunk_lex_surface_gin"),
+            GinIndex(fields=["tf_stem"], name="chunk_tf_stem_gin"),
+            GinIndex(fields=["tf_surface"], name="chunk_tf_surface_gin"),
             GinIndex(fields=["lex_title"], name="chunk_lex_title_gin"),
             GinIndex(fields=["lex_meta"], name="chunk_lex_meta_gin"),
             models.Index(fields=["item", "in_live"], name="chunk_item_live"),
@@ -265,3 +266,44 @@ class SystemFlag(models.Model):
     key = models.CharField(max_length=100, unique=True)
     value = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
+
+
+class JobRun(models.Model):
+    """One run of a background job (beat, task or command): when, what it touched, how it ended.
+
+    A scheduled run claims its ``period`` (e.g. ``2025-01-02`` for a daily job): the unique
+    (job, period) row is what makes a daily job take effect once even when two beat processes fire.
+    Ad-hoc runs (commands, debounced builds) have no period.
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        ABANDONED = "abandoned", "Abandoned (worker lost)"
+
+    job = models.CharField(max_length=60, db_index=True)
+    period = models.CharField(
+        max_length=40, null=True, blank=True, help_text="The schedule slot this run claims; empty for ad-hoc runs."
+    )
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.RUNNING, db_index=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    items_touched = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveIntegerField(default=1, help_text="Runs that worked on this claim (retries, takeovers).")
+    error = models.TextField(blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    host = models.CharField(max_length=200, blank=True, help_text="host:pid of the process that ran it last")
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job", "period"], condition=models.Q(period__isnull=False), name="jobrun_job_period_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["job", "-started_at"], name="jobrun_job_started")]
+
+    def __str__(self) -> str:
+        return f"{self.job} {self.period or 'ad hoc'} ({self.status})"

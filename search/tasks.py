@@ -1,25 +1,44 @@
-"""Celery tasks: adapters that take ids, load, and call a service (STYLE.md rule 11)."""
+"""Celery tasks: adapters that take ids, load, and call a service (STYLE.md rule 11).
+
+Reliability rules shared by every task here:
+
+- ``acks_late`` with ``task_reject_on_worker_lost`` (settings): a message is acknowledged only after
+  the task finished, so a worker that dies mid-task leaves it to be delivered again.
+- Every task is idempotent and its service commits in batches: a run killed half-way and run again
+  reaches the same final state.
+- Retries with exponential back-off for provider errors only (``EmbeddingUnavailable``,
+  ``SummaryUnavailable``); any other error is recorded on the job run and not retried.
+- Daily jobs claim their period (``search.services.jobs``): two beat processes, or a redelivered
+  message, still take effect once per period. Every run is recorded as a ``JobRun`` (admin).
+"""
 
 from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Any
 
 from celery import shared_task
 from django.core.cache import cache
 from django.utils import timezone
+
+from config.settings import schedule
+from search.errors import EmbeddingUnavailable
 
 logger = logging.getLogger(__name__)
 
 # Content changes arrive in bursts (an import, a bulk admin action): wait for a quiet moment.
 INDEX_DEBOUNCE_S = 5
 
+# Provider back-off for Celery retries: 30 s, 60 s, 120 s … at most 15 minutes, 6 retries, jittered.
+PROVIDER_RETRY = {"retry_backoff": 30, "retry_backoff_max": 900, "retry_jitter": True, "max_retries": 6}
+
 
 @shared_task(name="search.index_build", acks_late=True, ignore_result=True)
 def index_build_task() -> str:
     """Debounced build: reschedules itself while changes keep coming; one build at a time (Redis lock)."""
     from search.models import IndexState
-    from search.services import indexing
+    from search.services import indexing, jobs
 
     state = IndexState.objects.filter(pk=1).first()
     if state is None or not state.dirty:
@@ -35,14 +54,18 @@ def index_build_task() -> str:
     if not acquired:
         return "busy"
     try:
-        indexing.index_rebuild()
+        def _build() -> jobs.JobResult:
+            result = indexing.index_rebuild()
+            return jobs.JobResult(items_touched=int(result["columns"]) + int(result["embedded"]), detail=result)
+
+        outcome = jobs.job_execute(job=jobs.INDEX_BUILD, run=_build)
     finally:
         if lock is not None:
             try:
                 lock.release()
             except Exception:  # noqa: BLE001
                 pass
-    return "built"
+    return "built" if outcome.ran else "busy"
 
 
 def index_build_enqueue() -> None:
@@ -56,3 +79,107 @@ def index_build_enqueue() -> None:
             logger.warning("could not enqueue the index build (%s); it will run on the next build", exc)
 
     transaction.on_commit(_send)
+
+
+@shared_task(name="search.review_flags", bind=True, acks_late=True, ignore_result=True)
+def review_flags_task(self: Any, period: str | None = None) -> str:
+    """Daily review-cadence flagger (03:45 UTC). ``period`` defaults to the slot this run belongs to."""
+    from search.services import governance, jobs
+
+    now = timezone.now()
+
+    def _run() -> jobs.JobResult:
+        moved = governance.review_flags_update(today=timezone.localdate(now))
+        return jobs.JobResult(items_touched=sum(moved.values()), detail=moved)
+
+    outcome = jobs.job_execute(
+        job=jobs.REVIEW_FLAGS, run=_run, task_id=self.request.id or "",
+        period=period or jobs.daily_period(now, at=schedule.REVIEW_FLAGS_AT),
+    )
+    return outcome.summary()
+
+
+@shared_task(name="search.quality_scores", bind=True, acks_late=True, ignore_result=True)
+def quality_scores_task(self: Any, period: str | None = None) -> str:
+    """Daily quality score of every item (04:00 UTC)."""
+    from search.services import jobs, quality
+
+    now = timezone.now()
+
+    def _run() -> jobs.JobResult:
+        written = quality.quality_scores_update(now=now)
+        return jobs.JobResult(items_touched=written, detail={"written": written})
+
+    outcome = jobs.job_execute(
+        job=jobs.QUALITY_SCORES, run=_run, task_id=self.request.id or "",
+        period=period or jobs.daily_period(now, at=schedule.QUALITY_SCORES_AT),
+    )
+    return outcome.summary()
+
+
+@shared_task(name="search.embeddings_backfill", bind=True, acks_late=True, ignore_result=True,
+             autoretry_for=(EmbeddingUnavailable,), **PROVIDER_RETRY)
+def embeddings_backfill_task(self: Any) -> str:
+    """Embed chunks without a vector of the active model; backs off, then retries, while the provider fails."""
+    from search.services import jobs, reembed
+
+    if reembed.embeddings_pending_count() == 0:
+        return "embeddings_backfill: nothing to embed"
+
+    def _run() -> jobs.JobResult:
+        embedded = reembed.embeddings_backfill_run()
+        return jobs.JobResult(items_touched=embedded, detail={"embedded": embedded})
+
+    return jobs.job_execute(job=jobs.EMBEDDINGS_BACKFILL, run=_run, task_id=self.request.id or "").summary()
+
+
+@shared_task(name="search.summaries", bind=True, acks_late=True, ignore_result=True, max_retries=6)
+def summaries_task(self: Any, item_ids: list[int], provider: str = "auto") -> str:
+    """Regenerate the summaries of ``item_ids``. On a provider failure, retries the items not done yet."""
+    from search.services import jobs, summaries
+
+    report = summaries.SummariesReport()
+
+    def _run() -> jobs.JobResult:
+        summaries.summaries_regenerate(item_ids=item_ids, provider=provider, report=report)  # type: ignore[arg-type]
+        return jobs.JobResult(items_touched=report.updated, detail={"items": len(report.done),
+                                                                    **dict(report.providers)})
+
+    try:
+        outcome = jobs.job_execute(job=jobs.SUMMARIES, run=_run, task_id=self.request.id or "", if_busy="raise")
+    except jobs.JobBusy as exc:
+        # Another summaries job is running: queue behind it (not a provider error, so no back-off).
+        raise self.retry(countdown=15, exc=exc, max_retries=40) from exc
+    except summaries.SummaryUnavailable as exc:
+        remaining = [i for i in item_ids if i not in set(report.done)]
+        countdown = min(900, 30 * 2 ** self.request.retries)
+        raise self.retry(args=[remaining, provider], countdown=countdown, exc=exc) from exc
+    return outcome.summary()
+
+
+def summaries_enqueue(*, item_ids: list[int], provider: str = "auto") -> None:
+    """Queue a summaries job after the current transaction commits; without a broker, run it here."""
+    from django.db import transaction
+
+    def _send() -> None:
+        try:
+            summaries_task.apply_async(args=[list(item_ids), provider], retry=False)
+        except Exception as exc:  # noqa: BLE001 - a dead broker must not lose the request
+            logger.warning("could not enqueue summaries (%s); generating them in this process", exc)
+            from search.services import summaries
+
+            summaries.summaries_regenerate(item_ids=item_ids, provider=provider)  # type: ignore[arg-type]
+
+    transaction.on_commit(_send)
+
+
+@shared_task(name="search.job_runs_prune", acks_late=True, ignore_result=True)
+def job_runs_prune_task() -> str:
+    """Weekly: forget job runs older than 180 days."""
+    from search.services import jobs
+
+    outcome = jobs.job_execute(
+        job=jobs.JOB_RUNS_PRUNE,
+        run=lambda: jobs.JobResult(items_touched=jobs.job_runs_prune(now=timezone.now())),
+    )
+    return outcome.summary()

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -36,8 +37,8 @@ def _chunk_columns(chunk: Chunk, item: ContentItem, title: str, summary: str) ->
         for token in analysis.tokens(phrase):
             meta_terms.append(analysis.stem(token.folded, language))
     return {
-        "lex_stem": analysis.to_tsvector_literal(stems),
-        "lex_surface": analysis.to_tsvector_literal(surface),
+        "tf_stem": json.dumps({term: len(positions) for term, positions in stems.items()}, ensure_ascii=False),
+        "tf_surface": json.dumps({term: len(positions) for term, positions in surface.items()}, ensure_ascii=False),
         "lex_title": analysis.terms_tsvector(titles),
         "lex_meta": analysis.terms_tsvector(meta_terms),
         "body_len": length,
@@ -73,14 +74,14 @@ def columns_build(*, progress: Progress | None = None) -> int:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.executemany(
                 """
-                UPDATE search_chunk SET lex_stem = %s::tsvector, lex_surface = %s::tsvector,
+                UPDATE search_chunk SET tf_stem = %s::jsonb, tf_surface = %s::jsonb,
                        lex_title = %s::tsvector, lex_meta = %s::tsvector, body_len = %s, title_len = %s,
                        folded_text = %s, indexed = true
                 WHERE id = %s
                 """,
                 [
                     (
-                        v["lex_stem"], v["lex_surface"], v["lex_title"], v["lex_meta"],
+                        v["tf_stem"], v["tf_surface"], v["lex_title"], v["lex_meta"],
                         v["body_len"], v["title_len"], v["folded_text"], pk,
                     )
                     for pk, v in values

@@ -1,4 +1,4 @@
-"""The lexical lane: BM25 over title and body, computed in one SQL query from the built statistics.
+"""The lexical lane: BM25 over title and body, in one SQL query, from statistics built ahead of time.
 
 Rules (each pinned by tests/search/test_lexical.py):
 - chunks holding every query term rank first; the rest follow by score, where a missing common term
@@ -8,12 +8,16 @@ Rules (each pinned by tests/search/test_lexical.py):
 - Arabic: a leading و or ف is also tried stripped;
 - titles match the word as written (article stripped) or as the start of a longer word, never by stem;
 - a title word counts more than a body, keyword or content-type match; the newest item wins a tie.
-Nothing is counted at query time: document frequencies, corpus size and average lengths come from
-the materialized views ``search_term_stats`` and ``search_corpus_stats``.
+
+How it is fast: the build writes per-chunk term-frequency maps (``tf_stem``, ``tf_surface``: jsonb
+term → count, GIN-indexed for candidate lookup) and the term statistics views. A search first reads
+the document frequencies of its few terms (an index lookup in ``search_term_stats``), then scores
+candidates with plain arithmetic on map lookups: no unnesting, no joins, nothing counted.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,70 +46,43 @@ def _quote(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def _tsquery(lexemes: list[tuple[str, bool]]) -> str:
-    parts = sorted({_quote(lex) + (":*" if prefix else "") for lex, prefix in lexemes})
+def tsquery_text(lexemes: list[str], *, prefix: bool = False) -> str:
+    """An OR tsquery literal of exact lexemes (``'a' | 'b'``), or prefixes (``'a':*``)."""
+    parts = sorted({_quote(lex) + (":*" if prefix else "") for lex in lexemes if lex})
     return " | ".join(parts) if parts else "''"
 
 
-SQL = """
-WITH cs AS MATERIALIZED (
-    SELECT n_chunks, greatest(avg_body_len, 1.0) AS avgdl FROM search_corpus_stats
-),
-qs AS MATERIALIZED (
-    SELECT q.idx, q.field, q.lexeme, q.prefix,
-           ln(1 + (greatest(cs.n_chunks, 1) - coalesce(ts.df, 0) + 0.5) / (coalesce(ts.df, 0) + 0.5)) AS idf
-    FROM unnest(%s::int[], %s::text[], %s::text[], %s::bool[]) AS q(idx, field, lexeme, prefix)
-    CROSS JOIN cs
-    LEFT JOIN search_term_stats ts ON ts.field = q.field AND ts.term = q.lexeme
-),
-cand AS MATERIALIZED (
-    SELECT c.id, c.item_id, c.lex_stem, c.lex_surface, c.lex_title, c.lex_meta, c.body_len
-    FROM search_chunk c
-    WHERE c.{corpus_col}
-      AND (c.lex_stem @@ %s::tsquery OR c.lex_surface @@ %s::tsquery
-           OR c.lex_title @@ %s::tsquery OR c.lex_meta @@ %s::tsquery)
-      AND c.item_id IN ({items_sql})
-),
-forms AS (
-    SELECT cand.id, qs.idx, 'body' AS field,
-           qs.idf * (cardinality(u.positions) * (%s + 1.0))
-             / (cardinality(u.positions) + %s * (1 - %s + %s * cand.body_len / cs.avgdl)) AS s
-    FROM cand CROSS JOIN cs CROSS JOIN LATERAL unnest(cand.lex_stem) u
-    JOIN qs ON qs.field = 'stem' AND qs.lexeme = u.lexeme
-    UNION ALL
-    SELECT cand.id, qs.idx, 'body',
-           qs.idf * (cardinality(u.positions) * (%s + 1.0))
-             / (cardinality(u.positions) + %s * (1 - %s + %s * cand.body_len / cs.avgdl))
-    FROM cand CROSS JOIN cs CROSS JOIN LATERAL unnest(cand.lex_surface) u
-    JOIN qs ON qs.field = 'surface' AND qs.lexeme = u.lexeme
-    UNION ALL
-    SELECT cand.id, qs.idx, 'title',
-           qs.idf * CASE WHEN u.lexeme = qs.lexeme THEN 1.0 ELSE {prefix_factor} END
-    FROM cand CROSS JOIN LATERAL unnest(cand.lex_title) u
-    JOIN qs ON qs.field = 'title' AND (u.lexeme = qs.lexeme OR (qs.prefix AND starts_with(u.lexeme, qs.lexeme)))
-    UNION ALL
-    SELECT cand.id, qs.idx, 'meta', qs.idf
-    FROM cand CROSS JOIN LATERAL unnest(cand.lex_meta) u
-    JOIN qs ON qs.field = 'meta' AND qs.lexeme = u.lexeme
-),
-terms AS (
-    SELECT id, idx,
-           coalesce(max(s) FILTER (WHERE field = 'body'), 0) AS body,
-           coalesce(max(s) FILTER (WHERE field = 'title'), 0) AS title,
-           coalesce(max(s) FILTER (WHERE field = 'meta'), 0) AS meta
-    FROM forms GROUP BY id, idx
-),
-per_chunk AS (
-    SELECT id, count(*) AS matched, sum(body + %s * title + %s * meta) AS score, bool_or(title > 0) AS title_hit
-    FROM terms GROUP BY id
-)
-SELECT p.id, cand.item_id, p.matched, p.score, p.title_hit
-FROM per_chunk p
-JOIN cand ON cand.id = p.id
-JOIN search_contentitem i ON i.id = cand.item_id
-ORDER BY (p.matched >= %s) DESC, p.score DESC, i.updated_at DESC, p.id
-LIMIT %s
-"""
+def _statistics(parsed: ParsedQuery) -> tuple[dict[tuple[str, str], int], int, float]:
+    keys = {("stem", s) for t in parsed.terms for s in t.stems}
+    keys |= {("meta", s) for t in parsed.terms for s in t.stems}
+    keys |= {("surface", s) for t in parsed.terms for s in t.surfaces}
+    keys |= {("title", s) for t in parsed.terms for s in t.title_forms}
+    fields = [k[0] for k in keys]
+    terms = [k[1] for k in keys]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT '', '', n_chunks, avg_body_len FROM search_corpus_stats UNION ALL "
+            "SELECT ts.field, ts.term, ts.df, 0 FROM search_term_stats ts "
+            "JOIN unnest(%s::text[], %s::text[]) AS q(field, term) ON ts.field = q.field AND ts.term = q.term",
+            [fields, terms],
+        )
+        rows = cursor.fetchall()
+    df = {(r[0], r[1]): int(r[2]) for r in rows if r[0]}
+    row = next(((r[2], r[3]) for r in rows if not r[0]), (0, 1.0))
+    return df, max(int(row[0]), 1), max(float(row[1]), 1.0)
+
+
+def _identifier_ok(term: str) -> bool:
+    """jsonb_to_record columns are identifiers: at most 63 bytes (longer forms are left to the other form)."""
+    return 0 < len(term.encode()) <= 63 and "\x00" not in term
+
+
+def _ident(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _idf(df: int, n: int) -> float:
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
 def lexical_search(
@@ -114,49 +91,94 @@ def lexical_search(
     """Rank chunks by BM25 (see module docstring). ``items_sql`` selects the item ids the caller may see."""
     if not parsed.searchable:
         return []
-    k1 = settings.SEARCH["BM25_K1"]
-    b = settings.SEARCH["BM25_B"]
-    title_weight = settings.SEARCH["TITLE_WEIGHT"]
-    idx: list[int] = []
-    fields: list[str] = []
-    lexemes: list[str] = []
-    prefixes: list[bool] = []
+    k1 = float(settings.SEARCH["BM25_K1"])
+    b = float(settings.SEARCH["BM25_B"])
+    title_weight = float(settings.SEARCH["TITLE_WEIGHT"])
+    df, n_chunks, avgdl = _statistics(parsed)
 
-    def add(i: int, field: str, lexeme: str, prefix: bool = False) -> None:
-        idx.append(i)
-        fields.append(field)
-        lexemes.append(lexeme)
-        prefixes.append(prefix)
+    # Each term-frequency map is read once per candidate row: jsonb_to_record pulls every query form out
+    # as a typed column in one call (repeated ->> lookups would decompress the map once per lookup).
+    stem_forms = sorted({f for t in parsed.terms for f in t.stems if _identifier_ok(f)})
+    surface_forms = sorted({f for t in parsed.terms for f in t.surfaces if _identifier_ok(f)})
+    stem_cols = {f: f"s{j}" for j, f in enumerate(stem_forms)}
+    surface_cols = {f: f"w{j}" for j, f in enumerate(surface_forms)}
 
-    stem_q, surf_q, title_q = [], [], []
+    columns: list[str] = []
+    params: list[Any] = []
     for i, term in enumerate(parsed.terms):
-        for s in term.stems:
-            add(i, "stem", s)
-            add(i, "meta", s)
-            stem_q.append((s, False))
-        for s in term.surfaces:
-            add(i, "surface", s)
-            surf_q.append((s, False))
-        for s in term.title_forms:
-            add(i, "title", s, term.prefix)
-            title_q.append((s, term.prefix))
-    items_query, items_params = items_sql
-    sql = SQL.format(
-        corpus_col="in_live" if corpus == "live" else "in_latest",
-        items_sql=items_query,
-        prefix_factor=TITLE_PREFIX_FACTOR,
-    )
-    params: list[Any] = [
-        idx, fields, lexemes, prefixes,
-        _tsquery(stem_q), _tsquery(surf_q), _tsquery(title_q), _tsquery(stem_q),
-        *items_params,
-        k1, k1, b, b,
-        k1, k1, b, b,
-        title_weight, META_WEIGHT,
-        len(parsed.terms), limit,
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+        body_parts = ["0.0"]
+        for field, cols, forms in (("stem", stem_cols, term.stems), ("surface", surface_cols, term.surfaces)):
+            for form in forms:
+                if form not in cols:
+                    continue
+                idf = _idf(df.get((field, form), 0), n_chunks)
+                tf = f"coalesce({cols[form]}, 0)"
+                body_parts.append(f"({idf!r} * {tf} * {k1 + 1.0!r} / ({tf} + norm))")
+        columns.append(f"greatest({', '.join(body_parts)}) AS b{i}")
+        title_idf = max((_idf(df.get(("title", f), 0), n_chunks) for f in term.title_forms), default=0.0)
+        if term.title_forms and term.prefix:
+            columns.append(
+                f"(CASE WHEN NOT any_title THEN 0 WHEN lex_title @@ %s::tsquery THEN {title_idf!r} "
+                f"WHEN lex_title @@ %s::tsquery "
+                f"THEN {title_idf * TITLE_PREFIX_FACTOR!r} ELSE 0 END) AS t{i}"
+            )
+            params += [tsquery_text(list(term.title_forms)), tsquery_text(list(term.title_forms), prefix=True)]
+        elif term.title_forms:
+            columns.append(
+                f"(CASE WHEN any_title AND lex_title @@ %s::tsquery THEN {title_idf!r} ELSE 0 END) AS t{i}"
+            )
+            params.append(tsquery_text(list(term.title_forms)))
+        else:
+            columns.append(f"0.0 AS t{i}")
+        meta_idf = max((_idf(df.get(("meta", s), 0), n_chunks) for s in term.stems), default=0.0)
+        columns.append(f"(CASE WHEN any_meta AND lex_meta @@ %s::tsquery THEN {meta_idf!r} ELSE 0 END) AS m{i}")
+        params.append(tsquery_text(list(term.stems)))
+
     n_terms = len(parsed.terms)
+    score = " + ".join(f"b{i} + {title_weight!r} * t{i} + {META_WEIGHT!r} * m{i}" for i in range(n_terms))
+    matched = " + ".join(f"(b{i} + t{i} + m{i} > 0)::int" for i in range(n_terms))
+    title_hit = " OR ".join(f"t{i} > 0" for i in range(n_terms))
+    all_stems = sorted({s for t in parsed.terms for s in t.stems})
+    all_surfaces = sorted({s for t in parsed.terms for s in t.surfaces})
+    prefix_titles = [f for t in parsed.terms if t.prefix for f in t.title_forms]
+    exact_titles = [f for t in parsed.terms if not t.prefix for f in t.title_forms]
+    title_q = " | ".join(
+        q for q in (tsquery_text(prefix_titles, prefix=True) if prefix_titles else "",
+                    tsquery_text(exact_titles) if exact_titles else "") if q
+    ) or "''"
+    record_stem = ", ".join(f"{_ident(f)} int" for f in stem_forms) or '"_" int'
+    record_surface = ", ".join(f"{_ident(f)} int" for f in surface_forms) or '"_" int'
+    select_stem = ", ".join(f"s.{_ident(f)} AS {col}" for f, col in stem_cols.items())
+    select_surface = ", ".join(f"w.{_ident(f)} AS {col}" for f, col in surface_cols.items())
+    extracted = ", ".join(x for x in (select_stem, select_surface) if x)
+    items_query, items_params = items_sql
+    corpus_col = "in_live" if corpus == "live" else "in_latest"
+    sql = f"""
+        WITH cand AS MATERIALIZED (
+            SELECT c.id, c.item_id, i.updated_at, c.lex_title, c.lex_meta,
+                   c.lex_title @@ %s::tsquery AS any_title, c.lex_meta @@ %s::tsquery AS any_meta,
+                   {k1!r} * (1 - {b!r} + {b!r} * c.body_len / {avgdl!r}) AS norm
+                   {"," if extracted else ""} {extracted}
+            FROM search_chunk c
+            JOIN search_contentitem i ON i.id = c.item_id
+            CROSS JOIN LATERAL jsonb_to_record(c.tf_stem) AS s({record_stem})
+            CROSS JOIN LATERAL jsonb_to_record(c.tf_surface) AS w({record_surface})
+            WHERE c.{corpus_col}
+              AND (c.tf_stem ?| %s::text[] OR c.tf_surface ?| %s::text[]
+                   OR c.lex_title @@ %s::tsquery OR c.lex_meta @@ %s::tsquery)
+              AND c.item_id IN ({items_query})
+        ),
+        per_term AS MATERIALIZED (
+            SELECT id, item_id, updated_at, {", ".join(columns)} FROM cand
+        )
+        SELECT id, item_id, {matched} AS matched, {score} AS score, ({title_hit}) AS title_hit
+        FROM per_term
+        ORDER BY ({matched}) >= %s DESC, score DESC, updated_at DESC, id
+        LIMIT %s
+    """
+    meta_q = tsquery_text(all_stems)
+    all_params = [title_q, meta_q, all_stems, all_surfaces, title_q, meta_q, *items_params, *params, n_terms, limit]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, all_params)
+        rows = cursor.fetchall()
     return [LexicalHit(r[0], r[1], int(r[2]), int(r[2]) >= n_terms, float(r[3]), bool(r[4])) for r in rows]

@@ -1,0 +1,110 @@
+"""GET /api/search/preview: validation, literal matching, ordering, access, rate limit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from search.services.limits import rate_limit_hit
+from tests.factories import build, make_item
+
+pytestmark = pytest.mark.django_db
+
+
+def test_q_is_required_and_trimmed(client: Client) -> None:
+    for url in ("/api/search/preview", "/api/search/preview?q=", "/api/search/preview?q=%20%20"):
+        response = client.get(url)
+        assert response.status_code == 400
+        assert response.json()["error"]["field"] == "q"
+
+
+@pytest.mark.parametrize("limit", ["0", "-3", "abc", "1.5"])
+def test_limit_must_be_a_positive_integer(client: Client, limit: str) -> None:
+    response = client.get("/api/search/preview", {"q": "policy", "limit": limit})
+    assert response.status_code == 400
+    assert response.json()["error"]["field"] == "limit"
+
+
+def test_limit_is_clamped_to_twenty(client: Client) -> None:
+    # given
+    for i in range(23):
+        make_item(title=f"Policy number {i}")
+    build()
+    # when
+    data = client.get("/api/search/preview", {"q": "policy", "limit": "500"}).json()
+    # then
+    assert data["count"] == 20 and len(data["results"]) == 20
+    assert client.get("/api/search/preview", {"q": "policy"}).json()["count"] == 8
+
+
+def test_percent_and_underscore_match_literally(client: Client) -> None:
+    # given
+    make_item(title="Why we never accept a 50% deposit clause", body="Deposits.")
+    make_item(title="Ordering 500 units", body="Bulk orders of 5000 items.")
+    make_item(title="Field naming", body="Use snake_case names.")
+    make_item(title="Field names", body="Use snakeXcase names.")
+    build()
+    # when
+    percent = client.get("/api/search/preview", {"q": "50%"}).json()
+    underscore = client.get("/api/search/preview", {"q": "snake_case"}).json()
+    # then
+    assert [r["title"] for r in percent["results"]] == ["Why we never accept a 50% deposit clause"]
+    assert [r["title"] for r in underscore["results"]] == ["Field naming"]
+
+
+def test_title_matches_come_before_content_only_matches(client: Client) -> None:
+    # given: the content match is newer, the title match still comes first
+    make_item(title="Tender checklist", body="Nothing here.")
+    make_item(title="Something else", body="Mentions the tender once.")
+    build()
+    # when
+    data = client.get("/api/search/preview", {"q": "TENDER"}).json()
+    # then
+    assert [r["title"] for r in data["results"]] == ["Tender checklist", "Something else"]
+    assert set(data["results"][0]) == {"id", "title", "content_type", "primary_domain", "url"}
+
+
+def test_anonymous_visitors_see_public_live_items_only(client: Client, user_client: Client) -> None:
+    # given
+    make_item(title="Pricing public")
+    make_item(title="Pricing signed in", visibility="signed_in")
+    make_item(title="Pricing staff", visibility="staff")
+    make_item(title="Pricing draft", publish=False)
+    build()
+    # when
+    anonymous = [r["title"] for r in client.get("/api/search/preview", {"q": "pricing"}).json()["results"]]
+    signed_in = [r["title"] for r in user_client.get("/api/search/preview", {"q": "pricing"}).json()["results"]]
+    # then
+    assert anonymous == ["Pricing public"]
+    assert sorted(signed_in) == ["Pricing public", "Pricing signed in"]
+
+
+def test_the_sixty_first_preview_in_a_minute_is_refused_with_retry_after(client: Client) -> None:
+    # given: this IP already spent its 60 previews
+    rate_limit_hit(group="preview", key="ip:127.0.0.1", cost=60)
+    # when
+    response = client.get("/api/search/preview", {"q": "policy"})
+    # then
+    assert response.status_code == 429
+    assert int(response["Retry-After"]) >= 1
+    assert response.json()["error"]["code"] == "rate_limited"
+
+
+def test_signed_in_users_have_their_own_budget(client: Client, user_client: Client, user: Any) -> None:
+    # given
+    rate_limit_hit(group="preview", key="ip:127.0.0.1", cost=60)
+    # when / then
+    assert client.get("/api/search/preview", {"q": "policy"}).status_code == 429
+    assert user_client.get("/api/search/preview", {"q": "policy"}).status_code == 200
+
+
+def test_preview_query_count_is_bounded(client: Client, django_assert_max_num_queries: Any) -> None:
+    # given
+    for i in range(10):
+        make_item(title=f"Guide {i}", body="About tenders.")
+    build()
+    # then
+    with django_assert_max_num_queries(4):
+        assert client.get("/api/search/preview", {"q": "tender"}).json()["count"] == 8

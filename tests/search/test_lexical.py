@@ -1,0 +1,155 @@
+"""Each rule of the lexical lane (search/services/lexical.py) has a test here that fails if it breaks."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from search.principal import Principal
+from search.services import retrieve
+from search.types import RetrievalQuery, SearchFilters
+from tests.factories import build, make_item
+
+pytestmark = pytest.mark.django_db
+
+STAFF = Principal(kind="staff", all_content=True)
+
+
+def lexical(text, **kwargs):
+    kwargs.setdefault("limit", 20)
+    return retrieve(query=RetrievalQuery(text=text, mode="lexical", **kwargs))
+
+
+def titles(result):
+    return [h.title for h in result.hits]
+
+
+def test_chunks_with_every_term_rank_first_then_partial_by_rarity():
+    # given: "tender" is common, "zebra" is rare
+    for i in range(8):
+        make_item(title=f"Filler {i}", body="A tender about roads and a tender about bridges.")
+    make_item(title="Both", body="A tender about the zebra crossing.")
+    make_item(title="Rare only", body="The zebra crossing near the school gate, zebra stripes.")
+    make_item(title="Common only", body="This tender tender tender is about water supply.")
+    build()
+    # when
+    result = lexical("zebra tender")
+    # then
+    assert titles(result)[0] == "Both"
+    assert result.hits[0].lane_ranks == {"lexical": 1}
+    assert titles(result).index("Rare only") < titles(result).index("Common only"), "missing a common term costs less"
+    assert result.partial_match is True
+
+
+def test_complete_match_only_is_not_partial():
+    make_item(title="Pricing guide", body="How we price a bid.")
+    build()
+    result = lexical("pricing guide")
+    assert titles(result) == ["Pricing guide"]
+    assert result.partial_match is False
+
+
+def test_stem_and_written_form_match_in_one_query():
+    # given: the stem (english) and the written form of the same word
+    make_item(title="A", body="The consultants were writing responses.")
+    make_item(title="B", body="She writes one response.")
+    build()
+    # when
+    result = lexical("writing")
+    # then: "writes" matches by stem, "writing" by both forms and ranks first
+    assert set(titles(result)) == {"A", "B"}
+    assert titles(result)[0] == "A"
+
+
+def test_stemming_follows_item_language_and_ignores_stop_words():
+    make_item(title="FR", body="Les offres publiques sont analysées.", language="fr")
+    make_item(title="EN", body="The offers are analysed.", language="en")
+    build()
+    assert "FR" in titles(lexical("offre"))
+    assert "EN" in titles(lexical("offer"))
+    assert lexical("the of and").total == 0, "stop words alone are unsearchable"
+
+
+@pytest.mark.parametrize("query, body", [("ecrit", "Un rapport écrit à la main."), ("resume", "Le résumé exécutif.")])
+def test_accent_insensitive(query, body):
+    make_item(title="Doc", body=body, language="fr")
+    build()
+    assert titles(lexical(query)) == ["Doc"]
+
+
+def test_accented_query_finds_unaccented_text():
+    make_item(title="Doc", body="The cafe menu and resume tips.")
+    build()
+    assert titles(lexical("résumé")) == ["Doc"]
+
+
+def test_arabic_leading_conjunction_is_also_tried_stripped():
+    make_item(title="وثيقة", body="المرحلة الخامسة من المشروع", language="ar")
+    build()
+    assert titles(lexical("والخامسة")) == ["وثيقة"]
+
+
+def test_title_matches_written_word_not_stem():
+    # given: forests (الغابات) and Gabon (الغابون) share a stem but are different words
+    make_item(title="الغابون", body="دراسة حالة", language="ar")
+    make_item(title="حماية الغابات", body="سياسة", language="ar")
+    build()
+    # when
+    result = lexical("الغابات")
+    # then
+    assert titles(result) == ["حماية الغابات"]
+
+
+def test_title_article_is_ignored_and_prefix_matches():
+    make_item(title="L'offre technique", body="Contenu.", language="fr")
+    make_item(title="Procurement handbook", body="Contents.")
+    build()
+    assert titles(lexical("offre")) == ["L'offre technique"]
+    assert titles(lexical("procure")) == ["Procurement handbook"], "a query word matches the start of a title word"
+
+
+def test_title_word_counts_more_than_body_keywords_or_type():
+    make_item(title="Notes", body="Mentions of governance and governance again.")
+    make_item(title="Governance", body="Other words entirely.")
+    make_item(title="Keywords", body="Unrelated text.", ai_keywords=["governance"])
+    build()
+    assert titles(lexical("governance"))[0] == "Governance"
+
+
+def test_newest_item_wins_a_tie():
+    now = timezone.now()
+    make_item(title="Same words", body="identical body", updated_at=now - timedelta(days=10))
+    newer = make_item(title="Same words", body="identical body", updated_at=now)
+    build()
+    result = lexical("identical")
+    assert result.hits[0].item_id == newer.pk
+
+
+def test_archived_never_match_and_live_corpus_holds_published_only():
+    make_item(title="Archived", body="falcon", archived_at=timezone.now())
+    make_item(title="Draft", body="falcon", publish=False)
+    make_item(title="Live", body="falcon")
+    build()
+    assert titles(lexical("falcon")) == ["Live"]
+    assert set(titles(lexical("falcon", principal=STAFF, corpus="latest"))) == {"Live", "Draft"}
+
+
+def test_superseded_items_are_out_unless_asked_for():
+    new = make_item(title="Policy 2025", body="heron policy")
+    make_item(title="Policy 2023", body="heron policy", superseded_by=new)
+    build()
+    assert titles(lexical("heron")) == ["Policy 2025"]
+    assert set(titles(lexical("heron", filters=SearchFilters(include_superseded=True)))) == {
+        "Policy 2025", "Policy 2023"}
+
+
+def test_search_reads_statistics_and_counts_nothing(django_assert_max_num_queries):
+    for i in range(5):
+        make_item(title=f"Item {i}", body=f"osprey nest {i}")
+    build()
+    # one lexical query + hit hydration; no COUNT over the corpus
+    with django_assert_max_num_queries(4) as captured:
+        lexical("osprey")
+    sql = " ".join(q["sql"] for q in captured.captured_queries).lower()
+    assert "search_term_stats" in sql and "search_corpus_stats" in sql
+    assert "ts_stat" not in sql and "count(*) from search_chunk" not in sql

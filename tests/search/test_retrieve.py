@@ -1,0 +1,241 @@
+import time
+from datetime import date, timedelta
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from search.errors import EmbeddingModelMismatch, InvalidCursor, InvalidQuery
+from search.principal import ANONYMOUS, Principal
+from search.services import retrieve
+from search.services import embeddings
+from search.services import vector as vector_service
+from search.services.fusion import rrf
+from search.types import RetrievalQuery, SearchFilters
+from tests.factories import build, make_item
+
+STAFF = Principal(kind="staff", all_content=True)
+
+
+def test_rrf_is_weighted_reciprocal_rank():
+    scores = rrf([["a", "b"], ["b", "c"]], k=60, weights=[1.0, 2.0])
+    assert scores["b"] == pytest.approx(1 / 62 + 2 / 61)
+    assert scores["a"] == pytest.approx(1 / 61)
+    assert scores["c"] == pytest.approx(2 / 62)
+    with pytest.raises(ValueError):
+        rrf([["a"]], k=0)
+    with pytest.raises(ValueError):
+        rrf([["a"]], weights=[1, 2])
+
+
+@pytest.mark.django_db
+def test_empty_or_unsearchable_query_returns_early_without_database(django_assert_num_queries):
+    with django_assert_num_queries(0):
+        assert retrieve(query=RetrievalQuery(text="   ")).total == 0
+        assert retrieve(query=RetrievalQuery(text="the and of")).total == 0
+
+
+@pytest.mark.django_db
+def test_hybrid_reports_lanes_and_ranks():
+    make_item(title="Bid writing guide", body="How to write a winning bid response.")
+    make_item(title="Unrelated", body="Catering menus for events.")
+    build()
+    result = retrieve(query=RetrievalQuery(text="winning bid response", threshold=0.1))
+    top = result.hits[0]
+    assert top.title == "Bid writing guide"
+    assert set(top.lanes) == {"lexical", "vector"}
+    assert top.lane_ranks["lexical"] == 1 and top.lane_ranks["vector"] == 1
+    assert top.passage_spans and top.passage[top.passage_spans[0].start : top.passage_spans[0].end].lower() in {
+        "winning", "bid", "response"}
+
+
+@pytest.mark.django_db
+def test_vector_lane_filters_inside_the_scan_fill_the_limit():
+    # given: many similar items in one domain, a few in a narrow domain
+    for i in range(40):
+        make_item(title=f"Compliance note {i}", body="security compliance audit evidence", primary_domain="compliance")
+    for i in range(5):
+        make_item(title=f"Pricing note {i}", body="security compliance audit evidence pricing",
+                  primary_domain="pricing")
+    build()
+    # when
+    result = retrieve(query=RetrievalQuery(text="security compliance audit", mode="vector", limit=5, threshold=0.1,
+                                           filters=SearchFilters(domain=("pricing",))))
+    # then
+    assert len(result.hits) == 5
+    assert all(h.primary_domain == "pricing" for h in result.hits)
+
+
+@pytest.mark.django_db
+def test_vector_threshold_drops_weak_matches():
+    make_item(title="Alpha", body="kiwi mango papaya")
+    build()
+    strict = retrieve(query=RetrievalQuery(text="quantum chromodynamics lattice", mode="vector", threshold=0.9))
+    assert strict.total == 0
+
+
+@pytest.mark.django_db
+def test_embedding_failure_degrades_to_lexical_within_budget(monkeypatch):
+    make_item(title="Tender checklist", body="Checklist for tender submissions.")
+    build()
+
+    def hang(texts):
+        time.sleep(5)
+        return [[0.0]]
+
+    provider = vector_service.get_provider()
+    monkeypatch.setattr(provider, "embed", hang)
+    with override_settings(EMBEDDING_BUDGET_S=0.3):
+        started = time.monotonic()
+        result = retrieve(query=RetrievalQuery(text="tender checklist unique words here"))
+        elapsed = time.monotonic() - started
+    assert result.degraded == ("embedding_unavailable",)
+    assert [h.title for h in result.hits] == ["Tender checklist"]
+    assert elapsed < 1.5
+
+
+@pytest.mark.django_db
+def test_model_mismatch_is_refused_with_reembed_hint(settings):
+    make_item(title="A", body="text")
+    build()
+    settings.HASH_EMBEDDING_DIMENSIONS = 64
+    embeddings._provider.cache_clear()
+    try:
+        with pytest.raises(EmbeddingModelMismatch, match="reembed"):
+            vector_service.active_space()
+        result = retrieve(query=RetrievalQuery(text="text"))
+        assert "embedding_model_mismatch" in result.degraded and result.hits
+    finally:
+        settings.HASH_EMBEDDING_DIMENSIONS = 384
+        embeddings._provider.cache_clear()
+
+
+@pytest.mark.django_db
+def test_paging_reaches_every_counted_hit_and_cursor_is_bound_to_query():
+    for i in range(23):
+        make_item(title=f"Harbour {i}", body="harbour logistics")
+    build()
+    seen, cursor = [], None
+    while True:
+        page = retrieve(query=RetrievalQuery(text="harbour", limit=10, cursor=cursor, mode="lexical"))
+        seen += [h.item_id for h in page.hits]
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    assert len(seen) == len(set(seen)) == page.total == 23
+    first = retrieve(query=RetrievalQuery(text="harbour", limit=10, mode="lexical"))
+    with pytest.raises(InvalidCursor):
+        retrieve(query=RetrievalQuery(text="other words", limit=10, cursor=first.next_cursor))
+    with pytest.raises(InvalidCursor):
+        retrieve(query=RetrievalQuery(text="harbour", cursor="garbage!!"))
+
+
+@pytest.mark.django_db
+def test_facets_count_the_fused_set():
+    make_item(title="One", body="lighthouse", primary_domain="marketing", content_type="guide")
+    make_item(title="Two", body="lighthouse", primary_domain="marketing", content_type="policy")
+    make_item(title="Three", body="lighthouse", primary_domain="pricing", content_type="guide")
+    build()
+    result = retrieve(query=RetrievalQuery(text="lighthouse", with_facets=True, mode="lexical"))
+    assert result.facets["domain"] == {"marketing": 2, "pricing": 1}
+    assert result.facets["content_type"] == {"guide": 2, "policy": 1}
+
+
+@pytest.mark.django_db
+def test_chunk_granularity_returns_passages_with_toc_path():
+    body = "# Intro\n\nGeneral words.\n\n## Pricing\n\n" + "Our pelican pricing model. " * 5
+    make_item(title="Handbook", body=body)
+    build()
+    result = retrieve(query=RetrievalQuery(text="pelican", granularity="chunk", mode="lexical"))
+    assert result.hits[0].toc_path == "Intro > Pricing"
+    assert result.hits[0].chunk_id is not None
+
+
+@pytest.mark.django_db
+def test_similar_to_excludes_itself_and_respects_access():
+    seed = make_item(title="Seed", body="offshore wind farm maintenance contract")
+    similar = make_item(title="Similar", body="offshore wind farm maintenance tender")
+    make_item(title="Hidden", body="offshore wind farm maintenance", visibility="staff")
+    make_item(title="Other", body="school catering menu")
+    build()
+    result = retrieve(query=RetrievalQuery(similar_to=seed.pk, threshold=0.2))
+    ids = [h.item_id for h in result.hits]
+    assert seed.pk not in ids and ids[0] == similar.pk
+    assert "Hidden" not in [h.title for h in result.hits]
+
+
+@pytest.mark.django_db
+def test_validation_errors_name_the_field():
+    with pytest.raises(InvalidQuery) as excinfo:
+        retrieve(query=RetrievalQuery(text="x", limit=0))
+    assert excinfo.value.field == "limit"
+    with pytest.raises(InvalidQuery) as excinfo:
+        retrieve(query=RetrievalQuery(text="x", threshold=2))
+    assert excinfo.value.field == "threshold"
+
+
+@pytest.mark.django_db
+def test_signed_in_principal_cannot_request_drafts():
+    make_item(title="Draft only", body="walrus", publish=False)
+    build()
+    user = Principal(kind="user", user_id=1)
+    assert retrieve(query=RetrievalQuery(text="walrus", principal=user, corpus="latest")).total == 0
+    assert retrieve(query=RetrievalQuery(text="walrus", principal=STAFF, corpus="latest")).total == 1
+
+
+FILTERS = st.builds(
+    SearchFilters,
+    domain=st.lists(st.sampled_from(["pricing", "legal", "x"]), max_size=2).map(tuple),
+    content_type=st.lists(st.sampled_from(["guide", "policy", "qa"]), max_size=2).map(tuple),
+    language=st.sampled_from([None, "en", "fr"]),
+    include_qa=st.booleans(),
+    date_from=st.sampled_from([None, date(2000, 1, 1)]),
+    freshness_days=st.sampled_from([None, 30, 3650]),
+    overdue_review=st.sampled_from([None, True, False]),
+    review_due_within_days=st.sampled_from([None, 1, 365]),
+    include_superseded=st.booleans(),
+    unread_only=st.booleans(),
+)
+
+
+@pytest.fixture
+def access_corpus(django_db_setup, django_db_blocker):
+    """Items in every state, sharing the word 'secret' so every one would match."""
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        from tests.factories import make_item as mk
+
+        made = []
+        past = timezone.now().date() - timedelta(days=5)
+        for domain in ("pricing", "legal"):
+            for ctype in ("guide", "qa"):
+                made.append(mk(title=f"Public {domain} {ctype}", body="secret plan", primary_domain=domain,
+                               content_type=ctype, next_review_date=past, governance_review_status="review_overdue"))
+                made.append(mk(title=f"Draft {domain} {ctype}", body="secret plan", publish=False,
+                               primary_domain=domain, content_type=ctype))
+                made.append(mk(title=f"Staff {domain} {ctype}", body="secret plan", visibility="staff",
+                               primary_domain=domain, content_type=ctype))
+                made.append(mk(title=f"Group {domain} {ctype}", body="secret plan", visibility="groups",
+                               groups=["legal"], primary_domain=domain, content_type=ctype))
+                made.append(mk(title=f"Signed {domain} {ctype}", body="secret plan", visibility="signed_in",
+                               primary_domain=domain, content_type=ctype))
+        build()
+        yield made
+        with connection.cursor() as cursor:
+            cursor.execute("TRUNCATE search_contentitem, search_revision, search_chunk, auth_group CASCADE")
+
+
+@pytest.mark.django_db
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(filters=FILTERS, mode=st.sampled_from(["hybrid", "lexical", "vector"]),
+       granularity=st.sampled_from(["item", "chunk"]), corpus=st.sampled_from(["live", "latest"]))
+def test_no_filter_combination_shows_drafts_or_restricted_to_anonymous(access_corpus, filters, mode, granularity,
+                                                                        corpus):
+    result = retrieve(query=RetrievalQuery(text="secret plan", principal=ANONYMOUS, corpus=corpus, filters=filters,
+                                           mode=mode, granularity=granularity, threshold=0.0, limit=100,
+                                           with_facets=True))
+    assert all(h.title.startswith("Public") for h in result.hits), [h.title for h in result.hits]
+    assert sum(result.facets.get("domain", {}).values()) == result.total
