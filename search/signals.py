@@ -2,7 +2,11 @@
 
 from django.conf import settings
 from django.db.models.signals import post_save
-from django.dispatch import receiver
+from django.dispatch import Signal, receiver
+
+# Sent by search.services.retrieve after every search with ``query``, ``result`` and ``corpus``.
+# Receivers (the query log, metrics) must be cheap and must never raise into the search.
+search_performed = Signal()
 
 
 @receiver(post_save, sender=settings.AUTH_USER_MODEL)

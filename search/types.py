@@ -57,6 +57,9 @@ class RetrievalQuery:
     threshold: float = SITE_THRESHOLD
     similar_to: int | None = None
     with_facets: bool = False
+    # Who asked, for the query log and per-surface metrics (never used for ranking or access).
+    surface: str = "internal"
+    tool: str | None = None
 
 
 @dataclass(frozen=True)

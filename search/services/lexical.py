@@ -25,11 +25,19 @@ from django.conf import settings
 from django.db import connection
 
 from search.query_parser import ParsedQuery
+from search.services import expansion
 
 # A title matched as the start of a longer word counts a little less than the word as written.
 TITLE_PREFIX_FACTOR = 0.7
 # Keyword / content-type matches count at this fraction of a title match.
 META_WEIGHT = 0.5
+
+
+@dataclass(frozen=True)
+class LexicalOutcome:
+    hits: list[LexicalHit]
+    suggestion: str | None = None
+    expansions: tuple[expansion.Expansion, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,8 +60,12 @@ def tsquery_text(lexemes: list[str], *, prefix: bool = False) -> str:
     return " | ".join(parts) if parts else "''"
 
 
-def _statistics(parsed: ParsedQuery) -> tuple[dict[tuple[str, str], int], int, float]:
+def _statistics(
+    parsed: ParsedQuery, extra: list[expansion.Expansion]
+) -> tuple[dict[tuple[str, str], int], int, float]:
     keys = {("stem", s) for t in parsed.terms for s in t.stems}
+    keys |= {("stem", s) for e in extra for s in e.stems}
+    keys |= {("surface", e.form) for e in extra}
     keys |= {("meta", s) for t in parsed.terms for s in t.stems}
     keys |= {("surface", s) for t in parsed.terms for s in t.surfaces}
     keys |= {("title", s) for t in parsed.terms for s in t.title_forms}
@@ -87,19 +99,35 @@ def _idf(df: int, n: int) -> float:
 
 def lexical_search(
     *, parsed: ParsedQuery, corpus: str, items_sql: tuple[str, list[Any]], limit: int
-) -> list[LexicalHit]:
-    """Rank chunks by BM25 (see module docstring). ``items_sql`` selects the item ids the caller may see."""
+) -> LexicalOutcome:
+    """Rank chunks by BM25 (see module docstring). ``items_sql`` selects the item ids the caller may see.
+
+    Synonyms and one-edit corrections of words the corpus does not know are added as weaker forms of
+    the same term (never title forms); the best corrections also make the "did you mean" suggestion.
+    """
     if not parsed.searchable:
-        return []
+        return LexicalOutcome([])
     k1 = float(settings.SEARCH["BM25_K1"])
     b = float(settings.SEARCH["BM25_B"])
     title_weight = float(settings.SEARCH["TITLE_WEIGHT"])
-    df, n_chunks, avgdl = _statistics(parsed)
+    synonyms = expansion.synonym_expansions(parsed)
+    df, n_chunks, avgdl = _statistics(parsed, synonyms)
+    unknown = expansion.unknown_terms(parsed, df)
+    found = expansion.corrections(unknown) if unknown else {}
+    typos = expansion.typo_expansions(parsed, found, df)
+    for correction in (c for items in found.values() for c in items):
+        df[("surface", correction.term)] = correction.df
+    extra = [*synonyms, *typos]
+    extra_by_term: dict[int, list[expansion.Expansion]] = {}
+    for e in extra:
+        extra_by_term.setdefault(e.term_index, []).append(e)
 
     # Each term-frequency map is read once per candidate row: jsonb_to_record pulls every query form out
     # as a typed column in one call (repeated ->> lookups would decompress the map once per lookup).
-    stem_forms = sorted({f for t in parsed.terms for f in t.stems if _identifier_ok(f)})
-    surface_forms = sorted({f for t in parsed.terms for f in t.surfaces if _identifier_ok(f)})
+    stem_forms = sorted({f for t in parsed.terms for f in t.stems} | {f for e in extra for f in e.stems})
+    stem_forms = [f for f in stem_forms if _identifier_ok(f)]
+    surface_forms = sorted({f for t in parsed.terms for f in t.surfaces} | {e.form for e in extra})
+    surface_forms = [f for f in surface_forms if _identifier_ok(f)]
     stem_cols = {f: f"s{j}" for j, f in enumerate(stem_forms)}
     surface_cols = {f: f"w{j}" for j, f in enumerate(surface_forms)}
 
@@ -114,6 +142,14 @@ def lexical_search(
                 idf = _idf(df.get((field, form), 0), n_chunks)
                 tf = f"coalesce({cols[form]}, 0)"
                 body_parts.append(f"({idf!r} * {tf} * {k1 + 1.0!r} / ({tf} + norm))")
+        for e in extra_by_term.get(i, []):
+            for field, cols, forms in (("stem", stem_cols, e.stems), ("surface", surface_cols, (e.form,))):
+                for form in forms:
+                    if form not in cols:
+                        continue
+                    idf = _idf(df.get((field, form), 0), n_chunks) * e.weight
+                    tf = f"coalesce({cols[form]}, 0)"
+                    body_parts.append(f"({idf!r} * {tf} * {k1 + 1.0!r} / ({tf} + norm))")
         columns.append(f"greatest({', '.join(body_parts)}) AS b{i}")
         title_idf = max((_idf(df.get(("title", f), 0), n_chunks) for f in term.title_forms), default=0.0)
         if term.title_forms and term.prefix:
@@ -138,8 +174,8 @@ def lexical_search(
     score = " + ".join(f"b{i} + {title_weight!r} * t{i} + {META_WEIGHT!r} * m{i}" for i in range(n_terms))
     matched = " + ".join(f"(b{i} + t{i} + m{i} > 0)::int" for i in range(n_terms))
     title_hit = " OR ".join(f"t{i} > 0" for i in range(n_terms))
-    all_stems = sorted({s for t in parsed.terms for s in t.stems})
-    all_surfaces = sorted({s for t in parsed.terms for s in t.surfaces})
+    all_stems = sorted({s for t in parsed.terms for s in t.stems} | {s for e in extra for s in e.stems})
+    all_surfaces = sorted({s for t in parsed.terms for s in t.surfaces} | {e.form for e in extra})
     prefix_titles = [f for t in parsed.terms if t.prefix for f in t.title_forms]
     exact_titles = [f for t in parsed.terms if not t.prefix for f in t.title_forms]
     title_q = " | ".join(
@@ -176,9 +212,10 @@ def lexical_search(
         ORDER BY ({matched}) >= %s DESC, score DESC, updated_at DESC, id
         LIMIT %s
     """
-    meta_q = tsquery_text(all_stems)
+    meta_q = tsquery_text(sorted({s for t in parsed.terms for s in t.stems}))
     all_params = [title_q, meta_q, all_stems, all_surfaces, title_q, meta_q, *items_params, *params, n_terms, limit]
     with connection.cursor() as cursor:
         cursor.execute(sql, all_params)
         rows = cursor.fetchall()
-    return [LexicalHit(r[0], r[1], int(r[2]), int(r[2]) >= n_terms, float(r[3]), bool(r[4])) for r in rows]
+    hits = [LexicalHit(r[0], r[1], int(r[2]), int(r[2]) >= n_terms, float(r[3]), bool(r[4])) for r in rows]
+    return LexicalOutcome(hits, expansion.suggestion_text(parsed, found), tuple(extra))

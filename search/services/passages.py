@@ -5,6 +5,9 @@ Adapters render spans their own way (``<mark>`` in HTML, offsets in MCP); nothin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from search import analysis
 from search.query_parser import ParsedQuery
 from search.types import Span
@@ -12,9 +15,9 @@ from search.types import Span
 PASSAGE_CHARS = 480
 
 
-def _body_matcher(parsed: ParsedQuery, language: str):  # type: ignore[no-untyped-def]
-    surfaces = {s for t in parsed.terms for s in t.surfaces}
-    stems = {s for t in parsed.terms for s in t.stems}
+def _body_matcher(parsed: ParsedQuery, language: str, extra_forms: Sequence[Any] = ()):  # type: ignore[no-untyped-def]
+    surfaces = {s for t in parsed.terms for s in t.surfaces} | {e.form for e in extra_forms}
+    stems = {s for t in parsed.terms for s in t.stems} | {s for e in extra_forms for s in e.stems}
     lang = language if language in analysis.STEM_LANGUAGES else "simple"
 
     def matches(folded: str) -> bool:
@@ -28,10 +31,10 @@ def _body_matcher(parsed: ParsedQuery, language: str):  # type: ignore[no-untype
     return matches
 
 
-def body_spans(text: str, parsed: ParsedQuery, language: str) -> list[Span]:
+def body_spans(text: str, parsed: ParsedQuery, language: str, extra_forms: Sequence[Any] = ()) -> list[Span]:
     if not parsed.searchable or not text:
         return []
-    matches = _body_matcher(parsed, language)
+    matches = _body_matcher(parsed, language, extra_forms)
     stops = analysis.all_stop_words()
     return [Span(t.start, t.end) for t in analysis.tokens(text) if t.folded not in stops and matches(t.folded)]
 
@@ -52,9 +55,14 @@ def title_spans(title: str, parsed: ParsedQuery) -> list[Span]:
     return spans
 
 
-def make_passage(text: str, parsed: ParsedQuery, language: str, *, max_chars: int = PASSAGE_CHARS) -> tuple[str, list[Span]]:
-    """The chunk text, or a window of it around the densest run of matches, with spans relative to it."""
-    spans = body_spans(text, parsed, language)
+def make_passage(
+    text: str, parsed: ParsedQuery, language: str, *, max_chars: int = PASSAGE_CHARS, extra_forms: Sequence[Any] = ()
+) -> tuple[str, list[Span]]:
+    """The chunk text, or a window of it around the densest run of matches, with spans relative to it.
+
+    ``extra_forms`` are the engine's expansions (synonyms, typo corrections), highlighted too.
+    """
+    spans = body_spans(text, parsed, language, extra_forms)
     if len(text) <= max_chars:
         return text, spans
     start = 0

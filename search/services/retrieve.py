@@ -20,6 +20,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from search import query_parser
+from search.signals import search_performed
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable, InvalidCursor, InvalidQuery
 from search.models import Chunk, Citation, ContentItem
 from search.services import fusion, lexical, passages, rerank, vector
@@ -116,9 +117,12 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
     degraded: list[str] = []
 
     lex_hits: list[lexical.LexicalHit] = []
+    suggestion: str | None = None
+    expansions: tuple[Any, ...] = ()
     if parsed.searchable and query.mode != "vector":
         t = time.perf_counter()
-        lex_hits = lexical.lexical_search(parsed=parsed, corpus=corpus, items_sql=items_sql, limit=depth)
+        outcome = lexical.lexical_search(parsed=parsed, corpus=corpus, items_sql=items_sql, limit=depth)
+        lex_hits, suggestion, expansions = outcome.hits, outcome.suggestion, outcome.expansions
         timings["lexical_ms"] = (time.perf_counter() - t) * 1000
 
     vec_hits: list[vector.VectorHit] = []
@@ -151,13 +155,15 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
     page = ordered[offset : offset + query.limit]
     next_cursor = encode_cursor(offset + query.limit, fingerprint) if offset + query.limit < total else None
     facets = _facets(ordered) if query.with_facets else {}
-    hits = _hits(page, parsed)
+    hits = _hits(page, parsed, expansions)
     partial = any(c.complete is False for c in page)
     timings["total_ms"] = (time.perf_counter() - started) * 1000
-    return RetrievalResult(
+    result = RetrievalResult(
         hits=tuple(hits), total=total, partial_match=partial, degraded=tuple(degraded), next_cursor=next_cursor,
-        facets=facets, timings_ms=timings,
+        facets=facets, timings_ms=timings, suggestion=suggestion,
     )
+    search_performed.send(sender=RetrievalQuery, query=query, result=result, corpus=corpus)
+    return result
 
 
 def _fuse(
@@ -249,7 +255,7 @@ def _facets(ordered: list[_Candidate]) -> dict[str, dict[str, int]]:
     return {name: dict(counter.most_common()) for name, counter in facets.items()}
 
 
-def _hits(page: list[_Candidate], parsed: query_parser.ParsedQuery) -> list[Hit]:
+def _hits(page: list[_Candidate], parsed: query_parser.ParsedQuery, expansions: tuple[Any, ...] = ()) -> list[Hit]:
     if not page:
         return []
     items = {
@@ -271,7 +277,7 @@ def _hits(page: list[_Candidate], parsed: query_parser.ParsedQuery) -> list[Hit]
         revision = chunk.revision if chunk else (item.live_revision or item.latest_revision)
         title = revision.title if revision else ""
         text = chunk.text if chunk else ""
-        passage, spans = passages.make_passage(text, parsed, item.language)
+        passage, spans = passages.make_passage(text, parsed, item.language, extra_forms=expansions)
         hits.append(
             Hit(
                 item_id=item.pk,
