@@ -1,10 +1,288 @@
-from django.http import HttpRequest, HttpResponse
+"""Pages of the browse surface: /, /browse, /search, /items/<slug>, and the focus choice.
+
+Adapters only: parse the URL (browse.params), call search.services / search.selectors, render.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+from django.db import DatabaseError
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+
+from browse import presenters, prompts, selectors as browse_selectors, services as browse_services
+from browse.markdown import render_markdown
+from browse.params import FILTER_PARAMS, filters_from_params, has_filters, params_from_filters
+from search import selectors
+from search.errors import InvalidCursor, NotFound, SearchError
+from search.models import UserProfile
+from search.principal import Principal, principal_for_user
+from search.selectors_browse import filter_options, popular_topics
+from search.selectors_closed import closed_placeholders
+from search.services import retrieve
+from search.services.limits import LimitResult, client_key, rate_limit_hit
+from search.services.reads import item_mark_read
+from search.types import DEFAULT_LIMIT, RetrievalQuery, SearchFilters
+
+logger = logging.getLogger(__name__)
+
+PAGE_SIZE = DEFAULT_LIMIT
+SORTS = (("newest", "Newest"), ("title", "Title"), ("quality_score", "Quality score"))
+FRESHNESS_CHOICES = ((7, "Last 7 days"), (30, "Last 30 days"), (90, "Last 90 days"), (365, "Last year"))
+PARTIAL_HEADER = "X-KB-Partial"  # "results": the results region; "page": more cards + the next pager
+
+
+def _caller_key(request: HttpRequest) -> str:
+    user_id = request.user.pk if request.user.is_authenticated else None
+    return client_key(user_id=user_id, remote_addr=request.META.get("REMOTE_ADDR"))
+
+
+def spend(request: HttpRequest, group: str) -> LimitResult:
+    """Spend one unit of the caller's ``group`` budget (per user when signed in, else per IP)."""
+    return rate_limit_hit(group=group, key=_caller_key(request))
+
+
+@dataclass
+class Listing:
+    """What the results region shows, whichever mode produced it."""
+
+    q: str
+    sort: str
+    cursor: str | None
+    from_bid: str
+    filters: SearchFilters
+    cards: list[presenters.Card] = field(default_factory=list)
+    closed: list[presenters.ClosedCard] = field(default_factory=list)
+    total: int = 0
+    next_cursor: str | None = None
+    partial_match: bool = False
+    degraded: tuple[str, ...] = ()
+    error: str = ""
+    error_field: str = ""
+    failed: bool = False
+    retry_after: int = 0
+    status: int = 200
+    path: str = "/browse"
+
+    @property
+    def mode(self) -> str:
+        return "search" if self.q else "browse"
+
+    def url(self, path: str = "", **changes: Any) -> str:
+        """This state's URL with ``changes`` (``None`` removes a parameter); filters in canonical form."""
+        params: dict[str, Any] = {"q": self.q, "from_bid": self.from_bid}
+        if not self.q and self.sort != "newest":
+            params["sort"] = self.sort
+        params.update(params_from_filters(self.filters))
+        params.update(changes)
+        clean = {k: v for k, v in params.items() if v not in (None, "", [])}
+        path = path or self.path
+        return path + ("?" + urlencode(clean, doseq=True) if clean else "")
+
+    @property
+    def url_params_without_q(self) -> list[tuple[str, list[str]]]:
+        """Filters and ``from_bid`` as (name, values): hidden inputs that keep them when a form sets ``q``."""
+        params = params_from_filters(self.filters)
+        if self.from_bid:
+            params["from_bid"] = [self.from_bid]
+        return list(params.items())
+
+    @property
+    def clear_filters_url(self) -> str:
+        """Filters cleared; the query and ``from_bid`` kept."""
+        kept = {k: v for k, v in (("q", self.q), ("from_bid", self.from_bid)) if v}
+        return self.path + ("?" + urlencode(kept) if kept else "")
+
+    @property
+    def clear_query_url(self) -> str:
+        """Back to browse mode with the filters kept."""
+        return self.url(q=None)
+
+    @property
+    def next_url(self) -> str:
+        return self.url(cursor=self.next_cursor) if self.next_cursor else ""
+
+
+def _listing_state(request: HttpRequest) -> Listing:
+    q = request.GET.get("q", "").strip()
+    sort = request.GET.get("sort", "newest")
+    if sort not in dict(SORTS):
+        sort = "newest"
+    listing = Listing(
+        q=" ".join(q.split())[:2000], sort=sort, cursor=request.GET.get("cursor") or None,
+        from_bid=request.GET.get("from_bid", "").strip()[:120], filters=SearchFilters(),
+    )
+    try:
+        listing.filters = filters_from_params(request.GET)
+    except SearchError as exc:
+        listing.error, listing.error_field, listing.status = exc.message, exc.field or "", 400
+    return listing
+
+
+def _fill(listing: Listing, request: HttpRequest, principal: Principal, *, closed: bool) -> None:
+    """Run the search (query set) or the listing (no query) for ``listing``; errors become notices."""
+    if listing.error:
+        return
+    try:
+        if listing.q:
+            limit = spend(request, "search")
+            if limit.limited:
+                listing.retry_after, listing.status = limit.retry_after, 429
+                return
+            result = retrieve(query=RetrievalQuery(
+                text=listing.q, principal=principal, filters=listing.filters, limit=PAGE_SIZE,
+                cursor=listing.cursor,
+            ))
+            listing.cards = presenters.cards_from_hits(result.hits)
+            listing.total, listing.next_cursor = result.total, result.next_cursor
+            listing.partial_match, listing.degraded = result.partial_match, result.degraded
+            if closed and not listing.cursor:
+                listing.closed = presenters.closed_cards(
+                    closed_placeholders(principal=principal, text=listing.q, filters=listing.filters)
+                )
+        else:
+            page = selectors.items_list(
+                principal=principal, filters=listing.filters, sort=listing.sort,  # type: ignore[arg-type]
+                cursor=listing.cursor, limit=PAGE_SIZE,
+            )
+            listing.cards = presenters.cards_from_items(page.items, principal)
+            listing.total, listing.next_cursor = page.total, page.next_cursor
+    except InvalidCursor as exc:
+        listing.error, listing.error_field, listing.status = exc.message, "cursor", 400
+    except SearchError as exc:
+        listing.error, listing.error_field, listing.status = exc.message, exc.field or "", 400
+    except DatabaseError:
+        logger.exception("browse search failed")
+        listing.failed, listing.status = True, 503
+
+
+def _show_prompt_cards(listing: Listing) -> bool:
+    return (
+        not listing.q and not has_filters(listing.filters) and not listing.filters.unread_only
+        and not listing.cursor and not listing.error and listing.total > 0
+    )
+
+
+def _with_retry_after(response: HttpResponse, listing: Listing, *, partial: str = "") -> HttpResponse:
+    if listing.retry_after:
+        response["Retry-After"] = str(listing.retry_after)
+    if partial:
+        response["X-KB-Rendered"] = partial  # tells the page's script this is our fragment, not an error page
+    response["Vary"] = PARTIAL_HEADER
+    return response
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "browse/home.html")
+    return render(request, "browse/home.html", {"topics": popular_topics()})
 
 
+@require_GET
 def browse(request: HttpRequest) -> HttpResponse:
-    return render(request, "browse/browse.html")
+    """/browse: browse mode (no ``q``) or search mode; with ``X-KB-Partial`` only the results region."""
+    principal = principal_for_user(request.user)
+    listing = _listing_state(request)
+    _fill(listing, request, principal, closed=True)
+    user_id = request.user.pk if request.user.is_authenticated else None
+    focus = browse_selectors.primary_focus(user_id=user_id)
+    context: dict[str, Any] = {
+        "listing": listing,
+        "prompt_cards": prompts.prompt_cards(primary_focus=focus) if _show_prompt_cards(listing) else [],
+        "offer_focus_choice": bool(user_id) and not focus,
+        "focus_choices": UserProfile.Focus.choices,
+    }
+    partial = request.headers.get(PARTIAL_HEADER, "")
+    if partial == "page":
+        return _with_retry_after(render(request, "browse/_page.html", context, status=listing.status), listing,
+                                 partial=partial)
+    if partial == "results":
+        return _with_retry_after(render(request, "browse/_results.html", context, status=listing.status), listing,
+                                 partial=partial)
+    context.update({
+        "options": filter_options(principal=principal),
+        "topics": popular_topics(),
+        "sorts": SORTS,
+        "freshness_choices": FRESHNESS_CHOICES,
+        "filter_params": FILTER_PARAMS,
+        "active_filter_count": len(params_from_filters(listing.filters)),
+        "recent_searches": browse_selectors.recent_searches_list(user_id=user_id) if user_id else [],
+        "signed_in": bool(user_id),
+    })
+    return _with_retry_after(render(request, "browse/browse.html", context, status=listing.status), listing)
+
+
+@require_GET
+def search_page(request: HttpRequest) -> HttpResponse:
+    """/search?q=: the server-rendered results page; works without JavaScript, paged by cursor."""
+    principal = principal_for_user(request.user)
+    listing = _listing_state(request)
+    listing.path = "/search"
+    if listing.q:
+        _fill(listing, request, principal, closed=True)
+    context = {
+        "listing": listing,
+        "options": filter_options(principal=principal),
+        "first_page_url": listing.url("/search", cursor=None),
+    }
+    return _with_retry_after(render(request, "browse/search.html", context, status=listing.status), listing)
+
+
+@require_GET
+def item_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    """/items/<slug>: the body as sanitized HTML, metadata sidebar; marks the item read when signed in."""
+    principal = principal_for_user(request.user)
+    try:
+        item = selectors.item_get(principal=principal, slug=slug)
+    except NotFound:
+        return render(request, "browse/item_missing.html", {"slug": slug}, status=404)
+    revision = selectors.item_revision(item, principal)
+    newer = None
+    if item.superseded_by_id:
+        try:
+            newer_item = selectors.item_get(principal=principal, item_id=item.superseded_by_id)
+            newer_revision = selectors.item_revision(newer_item, principal)
+            newer = {"url": newer_item.get_absolute_url(), "title": newer_revision.title if newer_revision else ""}
+        except NotFound:
+            newer = {"url": "", "title": ""}
+    if request.user.is_authenticated:
+        item_mark_read(user_id=request.user.pk, item_id=item.pk)
+    quality, tier = presenters.quality_badge(item.quality_score)
+    breakdown = item.quality_breakdown if isinstance(item.quality_breakdown, dict) else {}
+    context = {
+        "item": item,
+        "revision": revision,
+        "body_html": render_markdown(revision.body if revision else ""),
+        "newer": newer,
+        "content_type_label": presenters.content_type_label(item.content_type),
+        "domain_label": presenters.label(item.primary_domain),
+        "review_label": presenters.review_label(item.governance_review_status),
+        "quality": quality,
+        "quality_tier": tier,
+        "quality_breakdown": [
+            (presenters.label(str(k)), round(v, 1) if isinstance(v, float) else v) for k, v in breakdown.items()
+        ],
+        "verified_by": (item.verified_by.get_full_name() or item.verified_by.get_username())
+        if item.verified_by else "",
+        "is_draft_view": revision is not None and revision.pk != item.live_revision_id,
+    }
+    return render(request, "browse/item.html", context)
+
+
+@require_POST
+def focus_set(request: HttpRequest) -> HttpResponse:
+    """One-click choice of primary focus (cold-start cards); a form POST, works without JavaScript."""
+    target = request.POST.get("next") or "/browse"
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = "/browse"
+    if not request.user.is_authenticated:
+        return HttpResponseRedirect("/admin/login/?" + urlencode({"next": target}))
+    try:
+        browse_services.profile_set_focus(user_id=request.user.pk, focus=request.POST.get("focus", ""))
+    except SearchError as exc:
+        return HttpResponse(exc.message, status=400, content_type="text/plain; charset=utf-8")
+    return HttpResponseRedirect(target)

@@ -3,5 +3,9 @@ from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/presets/", include("presets.urls")),
+    path("", include("graphql_api.urls")),
+    path("", include("mcp_api.urls")),
+    path("", include("analytics.urls")),
     path("", include("browse.urls")),
 ]

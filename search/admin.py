@@ -89,7 +89,8 @@ class ContentItemAdmin(admin.ModelAdmin):
     autocomplete_fields = ["superseded_by", "verified_by"]
     filter_horizontal = ["groups"]
     inlines = [RevisionInline, CitationInline]
-    actions = ["publish", "unpublish", "mark_reviewed", "rebuild_index", "reembed", "archive", "regenerate_summary"]
+    actions = ["publish", "unpublish", "mark_reviewed", "rebuild_index", "reembed", "archive",
+               "regenerate_summary"]
     list_select_related = ["latest_revision", "live_revision"]
     fieldsets = [
         (None, {"fields": ["title", "body", "summary", "publish_now"]}),
@@ -189,11 +190,13 @@ class ContentItemAdmin(admin.ModelAdmin):
 
         rows = breakdown_rows(obj.quality_breakdown or {})
         if not rows:
-            return "not scored yet (the quality job runs daily at 04:00 UTC; or run `manage.py score_quality`)"
+            return "not scored yet (daily at 04:00 UTC, or run `manage.py score_quality`)"
         body = format_html_join("", "<tr><td>{}</td><td style='text-align:right'>{}</td></tr>",
                                 ((label, f"{points:+.1f}") for label, points in rows))
-        return format_html("<table>{}<tr><th>Score (as of {})</th><th style='text-align:right'>{}</th></tr></table>",
-                           body, obj.quality_breakdown.get("as_of", "?"), f"{obj.quality_score:.1f}")
+        return format_html(
+            "<table>{}<tr><th>Score (as of {})</th><th style='text-align:right'>{}</th></tr></table>",
+            body, obj.quality_breakdown.get("as_of", "?"), f"{obj.quality_score:.1f}",
+        )
 
     @admin.action(description="Regenerate summary (OpenAI when configured, else extractive)")
     def regenerate_summary(self, request: HttpRequest, queryset: QuerySet[ContentItem]) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from search.errors import NotFound
 from search.models import Chunk, ContentItem, Revision
 from search.principal import Principal
-from search.selectors import corpus_for, item_get, item_revision
+from search.selectors import item_get, item_revision
 from search.types import Corpus
 
 MAX_NEIGHBOURS = 5
@@ -61,8 +61,8 @@ def revision_toc(revision: Revision) -> tuple[TocEntry, ...]:
     """Sections in reading order, from the chunker's heading paths (the same paths search hits show)."""
     entries: list[TocEntry] = []
     seen: set[str] = set()
-    for path, char_start in Chunk.objects.filter(revision=revision).order_by("ordinal").values_list(
-        "toc_path", "char_start"
+    for path, char_start in (
+        Chunk.objects.filter(revision=revision).order_by("ordinal").values_list("toc_path", "char_start")
     ):
         if path and path not in seen:
             seen.add(path)
@@ -85,15 +85,17 @@ def item_read(*, principal: Principal, item_id: int, corpus: Corpus = "live") ->
     return ReadView(item, revision, "item", body, 0, len(body), (), None, revision_toc(revision))
 
 
-def passage_read(*, principal: Principal, chunk_id: int, neighbours: int = 1, corpus: Corpus = "live") -> ReadView:
+def passage_read(
+    *, principal: Principal, chunk_id: int, neighbours: int = 1, corpus: Corpus = "live"
+) -> ReadView:
     """A matched chunk with up to ``neighbours`` chunks before and after it, from the same revision."""
     if not 0 <= neighbours <= MAX_NEIGHBOURS:
         raise ValueError(f"neighbours must be between 0 and {MAX_NEIGHBOURS}")
     chunk = Chunk.objects.filter(pk=chunk_id).only("pk", "item_id", "revision_id", "ordinal").first()
     if chunk is None:
         raise NotFound(
-            "No passage with that match_id: the item may have changed since the search. Search again, or read "
-            "by item_id.",
+            "No passage with that match_id: the item may have changed since the search. Search again, or "
+            "read by item_id.",
             field="match_id",
         )
     item = item_get(principal=principal, item_id=chunk.item_id, corpus=corpus)
@@ -106,7 +108,9 @@ def passage_read(*, principal: Principal, chunk_id: int, neighbours: int = 1, co
         )
     window = list(
         Chunk.objects.filter(
-            revision=revision, ordinal__gte=chunk.ordinal - neighbours, ordinal__lte=chunk.ordinal + neighbours
+            revision=revision,
+            ordinal__gte=chunk.ordinal - neighbours,
+            ordinal__lte=chunk.ordinal + neighbours,
         )
         .order_by("ordinal")
         .values_list("pk", "char_start", "char_end")
@@ -114,8 +118,15 @@ def passage_read(*, principal: Principal, chunk_id: int, neighbours: int = 1, co
     start = min(row[1] for row in window)
     end = max(row[2] for row in window)
     return ReadView(
-        item, revision, "passage", revision.body[start:end], start, end, tuple(row[0] for row in window),
-        chunk.pk, revision_toc(revision),
+        item,
+        revision,
+        "passage",
+        revision.body[start:end],
+        start,
+        end,
+        tuple(row[0] for row in window),
+        chunk.pk,
+        revision_toc(revision),
     )
 
 
@@ -132,4 +143,4 @@ def item_quality(*, principal: Principal, item_id: int, corpus: Corpus = "live")
     )
 
 
-__all__ = ["ReadView", "QualityView", "TocEntry", "item_read", "passage_read", "item_quality", "corpus_for"]
+__all__ = ["ReadView", "QualityView", "TocEntry", "item_read", "passage_read", "item_quality"]

@@ -54,9 +54,12 @@ def index_build_task() -> str:
     if not acquired:
         return "busy"
     try:
+
         def _build() -> jobs.JobResult:
             result = indexing.index_rebuild()
-            return jobs.JobResult(items_touched=int(result["columns"]) + int(result["embedded"]), detail=result)
+            return jobs.JobResult(
+                items_touched=int(result["columns"]) + int(result["embedded"]), detail=result
+            )
 
         outcome = jobs.job_execute(job=jobs.INDEX_BUILD, run=_build)
     finally:
@@ -93,7 +96,9 @@ def review_flags_task(self: Any, period: str | None = None) -> str:
         return jobs.JobResult(items_touched=sum(moved.values()), detail=moved)
 
     outcome = jobs.job_execute(
-        job=jobs.REVIEW_FLAGS, run=_run, task_id=self.request.id or "",
+        job=jobs.REVIEW_FLAGS,
+        run=_run,
+        task_id=self.request.id or "",
         period=period or jobs.daily_period(now, at=schedule.REVIEW_FLAGS_AT),
     )
     return outcome.summary()
@@ -111,16 +116,24 @@ def quality_scores_task(self: Any, period: str | None = None) -> str:
         return jobs.JobResult(items_touched=written, detail={"written": written})
 
     outcome = jobs.job_execute(
-        job=jobs.QUALITY_SCORES, run=_run, task_id=self.request.id or "",
+        job=jobs.QUALITY_SCORES,
+        run=_run,
+        task_id=self.request.id or "",
         period=period or jobs.daily_period(now, at=schedule.QUALITY_SCORES_AT),
     )
     return outcome.summary()
 
 
-@shared_task(name="search.embeddings_backfill", bind=True, acks_late=True, ignore_result=True,
-             autoretry_for=(EmbeddingUnavailable,), **PROVIDER_RETRY)
+@shared_task(
+    name="search.embeddings_backfill",
+    bind=True,
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=(EmbeddingUnavailable,),
+    **PROVIDER_RETRY,
+)
 def embeddings_backfill_task(self: Any) -> str:
-    """Embed chunks without a vector of the active model; backs off, then retries, while the provider fails."""
+    """Embed chunks lacking a vector of the active model; backs off and retries while the provider fails."""
     from search.services import jobs, reembed
 
     if reembed.embeddings_pending_count() == 0:
@@ -142,17 +155,20 @@ def summaries_task(self: Any, item_ids: list[int], provider: str = "auto") -> st
 
     def _run() -> jobs.JobResult:
         summaries.summaries_regenerate(item_ids=item_ids, provider=provider, report=report)  # type: ignore[arg-type]
-        return jobs.JobResult(items_touched=report.updated, detail={"items": len(report.done),
-                                                                    **dict(report.providers)})
+        return jobs.JobResult(
+            items_touched=report.updated, detail={"items": len(report.done), **dict(report.providers)}
+        )
 
     try:
-        outcome = jobs.job_execute(job=jobs.SUMMARIES, run=_run, task_id=self.request.id or "", if_busy="raise")
+        outcome = jobs.job_execute(
+            job=jobs.SUMMARIES, run=_run, task_id=self.request.id or "", if_busy="raise"
+        )
     except jobs.JobBusy as exc:
         # Another summaries job is running: queue behind it (not a provider error, so no back-off).
         raise self.retry(countdown=15, exc=exc, max_retries=40) from exc
     except summaries.SummaryUnavailable as exc:
         remaining = [i for i in item_ids if i not in set(report.done)]
-        countdown = min(900, 30 * 2 ** self.request.retries)
+        countdown = min(900, 30 * 2**self.request.retries)
         raise self.retry(args=[remaining, provider], countdown=countdown, exc=exc) from exc
     return outcome.summary()
 

@@ -46,47 +46,112 @@ GRAPHQL_SEARCH = """query($q: String!, $limit: Int, $threshold: Float, $corpus: 
 # (title, body, extra fields); bodies differ word for word so no two items tie on the vector lane.
 _PUBLIC = [
     ("Tender pricing guide", "How to price a tender: day rates, margins and the pricing model for bids.", {}),
-    ("Pricing approval policy", "Every tender price above budget needs approval from the finance lead.",
-     {"content_type": "policy"}),
-    ("Tender pricing checklist", "Checklist before pricing goes out: rates checked, discounts agreed, tender signed.",
-     {"content_type": "checklist"}),
-    ("Discount rules for bids", "When a discount lowers tender pricing, record the reason and the approver.", {}),
-    ("Harbour safety checklist", "Harbour visitors wear vests; the safety checklist lists every harbour rule.",
-     {"content_type": "checklist", "primary_domain": "safety"}),
-    ("Harbour crane operations", "Crane operators follow harbour safety signals and radio checks.",
-     {"primary_domain": "safety"}),
-    ("Dock fire drill", "A fire drill at the dock every quarter; the safety officer keeps the checklist.",
-     {"primary_domain": "safety"}),
-    ("Personal data protection basics", "Personal data is protected by consent, minimisation and retention limits.",
-     {"primary_domain": "compliance"}),
-    ("Data breach response", "A data breach is reported to the protection officer within 72 hours.",
-     {"primary_domain": "compliance"}),
-    ("Subject access requests", "People may ask for their personal data; answer within one month.",
-     {"primary_domain": "compliance"}),
-    ("Onboarding new staff", "Onboarding for new staff: accounts, badge, buddy and first-week plan.",
-     {"primary_domain": "people"}),
-    ("First week plan", "The first week of a new starter: meetings, reading list and a staff lunch.",
-     {"primary_domain": "people"}),
-    ("Leaver checklist", "When staff leave: return the badge, close accounts, hand over files.",
-     {"primary_domain": "people", "content_type": "checklist"}),
-    ("Invoice deadlines", "Send each invoice within five days; the deadline for disputes is thirty days.",
-     {"primary_domain": "finance"}),
-    ("Late payment reminders", "Remind the client when an invoice is late, then escalate after two weeks.",
-     {"primary_domain": "finance"}),
-    ("Expense claims", "Claim expenses monthly with receipts attached to the claim form.",
-     {"primary_domain": "finance"}),
-    ("Bid writing style", "Write bids in plain language, short sentences and active verbs.",
-     {"primary_domain": "bid_writing"}),
-    ("Case study: port authority", "How we won the port authority tender with a clear pricing story.",
-     {"content_type": "case_study"}),
-    ("Case study: city council", "A council contract won on quality; pricing was second.", {"content_type": "case_study"}),
-    ("Security awareness", "Lock screens, report phishing and use the password manager.",
-     {"primary_domain": "security"}),
-    ("Travel policy", "Book travel through the portal; economy class for trips under six hours.",
-     {"content_type": "policy"}),
+    (
+        "Pricing approval policy",
+        "Every tender price above budget needs approval from the finance lead.",
+        {"content_type": "policy"},
+    ),
+    (
+        "Tender pricing checklist",
+        "Checklist before pricing goes out: rates checked, discounts agreed, tender signed.",
+        {"content_type": "checklist"},
+    ),
+    (
+        "Discount rules for bids",
+        "When a discount lowers tender pricing, record the reason and the approver.",
+        {},
+    ),
+    (
+        "Harbour safety checklist",
+        "Harbour visitors wear vests; the safety checklist lists every harbour rule.",
+        {"content_type": "checklist", "primary_domain": "safety"},
+    ),
+    (
+        "Harbour crane operations",
+        "Crane operators follow harbour safety signals and radio checks.",
+        {"primary_domain": "safety"},
+    ),
+    (
+        "Dock fire drill",
+        "A fire drill at the dock every quarter; the safety officer keeps the checklist.",
+        {"primary_domain": "safety"},
+    ),
+    (
+        "Personal data protection basics",
+        "Personal data is protected by consent, minimisation and retention limits.",
+        {"primary_domain": "compliance"},
+    ),
+    (
+        "Data breach response",
+        "A data breach is reported to the protection officer within 72 hours.",
+        {"primary_domain": "compliance"},
+    ),
+    (
+        "Subject access requests",
+        "People may ask for their personal data; answer within one month.",
+        {"primary_domain": "compliance"},
+    ),
+    (
+        "Onboarding new staff",
+        "Onboarding for new staff: accounts, badge, buddy and first-week plan.",
+        {"primary_domain": "people"},
+    ),
+    (
+        "First week plan",
+        "The first week of a new starter: meetings, reading list and a staff lunch.",
+        {"primary_domain": "people"},
+    ),
+    (
+        "Leaver checklist",
+        "When staff leave: return the badge, close accounts, hand over files.",
+        {"primary_domain": "people", "content_type": "checklist"},
+    ),
+    (
+        "Invoice deadlines",
+        "Send each invoice within five days; the deadline for disputes is thirty days.",
+        {"primary_domain": "finance"},
+    ),
+    (
+        "Late payment reminders",
+        "Remind the client when an invoice is late, then escalate after two weeks.",
+        {"primary_domain": "finance"},
+    ),
+    (
+        "Expense claims",
+        "Claim expenses monthly with receipts attached to the claim form.",
+        {"primary_domain": "finance"},
+    ),
+    (
+        "Bid writing style",
+        "Write bids in plain language, short sentences and active verbs.",
+        {"primary_domain": "bid_writing"},
+    ),
+    (
+        "Case study: port authority",
+        "How we won the port authority tender with a clear pricing story.",
+        {"content_type": "case_study"},
+    ),
+    (
+        "Case study: city council",
+        "A council contract won on quality; pricing was second.",
+        {"content_type": "case_study"},
+    ),
+    (
+        "Security awareness",
+        "Lock screens, report phishing and use the password manager.",
+        {"primary_domain": "security"},
+    ),
+    (
+        "Travel policy",
+        "Book travel through the portal; economy class for trips under six hours.",
+        {"content_type": "policy"},
+    ),
     ("Meeting room booking", "Book rooms in the calendar and free them when plans change.", {}),
-    ("Q&A: tender deadlines", "Q: when is a tender late? A: after the portal closes, no exceptions.",
-     {"content_type": "qa"}),
+    (
+        "Q&A: tender deadlines",
+        "Q: when is a tender late? A: after the portal closes, no exceptions.",
+        {"content_type": "qa"},
+    ),
 ]
 
 
@@ -96,22 +161,41 @@ def contract_corpus(transactional_db: Any) -> dict[str, Any]:
     items: dict[str, Any] = {}
     for title, body, extra in _PUBLIC:
         items[title] = make_item(title=title, body=body, **extra)
-    items["draft"] = make_item(title="Zebra crossing draft", body="Draft: zebra crossing near the harbour gate.",
-                               publish=False)
-    items["draft2"] = make_item(title="Tender pricing draft", body="Draft tender pricing for next year's bids.",
-                                publish=False)
-    items["staff"] = make_item(title="Staff pricing margins", body="Confidential tender pricing margins; zebra code.",
-                               visibility="staff")
-    items["signed_in"] = make_item(title="Member onboarding notes", body="Onboarding notes for new staff members.",
-                                   visibility="signed_in")
-    items["group"] = make_item(title="Bid team pricing notes", body="Tender pricing notes for the bid team.",
-                               visibility="groups", groups=["bid-team"])
-    old = make_item(title="Old harbour safety checklist", body="Outdated harbour safety checklist from 2019.",
-                    primary_domain="safety")
+    items["draft"] = make_item(
+        title="Zebra crossing draft", body="Draft: zebra crossing near the harbour gate.", publish=False
+    )
+    items["draft2"] = make_item(
+        title="Tender pricing draft", body="Draft tender pricing for next year's bids.", publish=False
+    )
+    items["staff"] = make_item(
+        title="Staff pricing margins",
+        body="Confidential tender pricing margins; zebra code.",
+        visibility="staff",
+    )
+    items["signed_in"] = make_item(
+        title="Member onboarding notes",
+        body="Onboarding notes for new staff members.",
+        visibility="signed_in",
+    )
+    items["group"] = make_item(
+        title="Bid team pricing notes",
+        body="Tender pricing notes for the bid team.",
+        visibility="groups",
+        groups=["bid-team"],
+    )
+    old = make_item(
+        title="Old harbour safety checklist",
+        body="Outdated harbour safety checklist from 2019.",
+        primary_domain="safety",
+    )
     content.item_mark_superseded(item=old, by=items["Harbour safety checklist"])
     with_draft = items["Invoice deadlines"]
-    content.item_save_revision(item=with_draft, title="Invoice deadlines",
-                               body="Send each invoice within three days; zebra deadline for disputes.", publish=False)
+    content.item_save_revision(
+        item=with_draft,
+        title="Invoice deadlines",
+        body="Send each invoice within three days; zebra deadline for disputes.",
+        publish=False,
+    )
     build()
     return items
 
@@ -137,24 +221,39 @@ def staff_client(transactional_db: Any) -> Client:
 
 def graphql_ids(client: Client, query: str, *, corpus: str = "LIVE") -> list[int]:
     variables = {"q": query, "limit": LIMIT, "threshold": SITE_THRESHOLD, "corpus": corpus}
-    response = client.post("/graphql", data=json.dumps({"query": GRAPHQL_SEARCH, "variables": variables}),
-                           content_type="application/json")
+    response = client.post(
+        "/graphql",
+        data=json.dumps({"query": GRAPHQL_SEARCH, "variables": variables}),
+        content_type="application/json",
+    )
     body = response.json()
     assert response.status_code == 200 and "errors" not in body, body
     return [int(hit["itemId"]) for hit in body["data"]["search"]["hits"]]
 
 
 def rest_ids(client: Client, query: str) -> list[int]:
-    response = client.post("/api/search", data=json.dumps({"query": query, "limit": LIMIT}),
-                           content_type="application/json")
+    response = client.post(
+        "/api/search", data=json.dumps({"query": query, "limit": LIMIT}), content_type="application/json"
+    )
     assert response.status_code == 200, response.content
     return [hit["id"] for hit in response.json()["results"]]
 
 
 def kb_search_ids(query: str, *, corpus: str) -> list[int]:
     out = StringIO()
-    call_command("kb_search", query, "--json", "--corpus", corpus, "--limit", str(LIMIT),
-                 "--threshold", str(SITE_THRESHOLD), "--exclude-superseded", stdout=out)
+    call_command(
+        "kb_search",
+        query,
+        "--json",
+        "--corpus",
+        corpus,
+        "--limit",
+        str(LIMIT),
+        "--threshold",
+        str(SITE_THRESHOLD),
+        "--exclude-superseded",
+        stdout=out,
+    )
     return [hit["item_id"] for hit in json.loads(out.getvalue())["results"]]
 
 
@@ -178,8 +277,9 @@ def test_anonymous_graphql_rest_and_mcp_agree(contract_corpus: dict[str, Any], m
 
 
 @pytest.mark.django_db(transaction=True)
-def test_staff_graphql_rest_and_kb_search_agree_on_live(contract_corpus: dict[str, Any],
-                                                          staff_client: Client) -> None:
+def test_staff_graphql_rest_and_kb_search_agree_on_live(
+    contract_corpus: dict[str, Any], staff_client: Client
+) -> None:
     # given a staff session and the operator CLI, both on the live corpus
     anonymous = Client()
     differs = False
@@ -197,8 +297,9 @@ def test_staff_graphql_rest_and_kb_search_agree_on_live(contract_corpus: dict[st
 
 
 @pytest.mark.django_db(transaction=True)
-def test_latest_corpus_graphql_mcp_key_and_kb_search_agree(contract_corpus: dict[str, Any],
-                                                            staff_client: Client, mcp_url: str) -> None:
+def test_latest_corpus_graphql_mcp_key_and_kb_search_agree(
+    contract_corpus: dict[str, Any], staff_client: Client, mcp_url: str
+) -> None:
     # given staff on GraphQL, an all-content API key on MCP and the CLI, all reading drafts
     key = api_key_create(name="contract agent").raw_key
     for query in QUERIES:

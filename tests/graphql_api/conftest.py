@@ -12,7 +12,9 @@ from django.test import Client
 from tests.factories import build, make_item
 
 
-def gql(client: Client, query: str, variables: dict[str, Any] | None = None, **extra: Any) -> tuple[int, dict[str, Any]]:
+def gql(
+    client: Client, query: str, variables: dict[str, Any] | None = None, **extra: Any
+) -> tuple[int, dict[str, Any]]:
     """POST one operation to /graphql; returns (status, decoded JSON body)."""
     body = {"query": query, "variables": variables or {}}
     response = client.post("/graphql", data=json.dumps(body), content_type="application/json", **extra)
@@ -40,12 +42,19 @@ def permission_corpus(db: Any) -> dict[str, Any]:
     """Public, draft, staff-only, signed-in and group items that all match the word 'harbour'."""
     items = {
         "public": make_item(title="Harbour safety guide", body="Harbour safety rules for every visitor."),
-        "draft": make_item(title="Harbour draft plan", body="Harbour draft plan not yet published.", publish=False),
+        "draft": make_item(
+            title="Harbour draft plan", body="Harbour draft plan not yet published.", publish=False
+        ),
         "staff": make_item(title="Harbour staff notes", body="Harbour notes for staff.", visibility="staff"),
-        "signed_in": make_item(title="Harbour member notes", body="Harbour notes for members.",
-                               visibility="signed_in"),
-        "group": make_item(title="Harbour pilots handbook", body="Harbour pilots only.", visibility="groups",
-                           groups=["pilots"]),
+        "signed_in": make_item(
+            title="Harbour member notes", body="Harbour notes for members.", visibility="signed_in"
+        ),
+        "group": make_item(
+            title="Harbour pilots handbook",
+            body="Harbour pilots only.",
+            visibility="groups",
+            groups=["pilots"],
+        ),
     }
     build()
     return items

@@ -30,10 +30,14 @@ MAX_QUERIES_FOR_20_HITS = 14
 
 @pytest.fixture
 def lighthouse_corpus(db: Any) -> list[Any]:
-    newer = [make_item(title=f"Lighthouse log {n} (new)", body=f"Lighthouse keeper log {n}, current.")
-             for n in range(3)]
-    items = [make_item(title=f"Lighthouse keeper {n}", body=f"The lighthouse keeper {n} trims the lamp.")
-             for n in range(22)]
+    newer = [
+        make_item(title=f"Lighthouse log {n} (new)", body=f"Lighthouse keeper log {n}, current.")
+        for n in range(3)
+    ]
+    items = [
+        make_item(title=f"Lighthouse keeper {n}", body=f"The lighthouse keeper {n} trims the lamp.")
+        for n in range(22)
+    ]
     for old, new in zip(items[:3], newer, strict=True):
         content.item_mark_superseded(item=old, by=new)
     build()
@@ -91,11 +95,16 @@ def test_superseded_relation_is_loaded_in_one_batch(client: Client, db: Any) -> 
         status, body = gql(client, query)
     # then each old item points at its successor, fetched by one query
     assert status == 200, body
-    pairs = {h["item"]["id"]: (h["item"]["supersededBy"] or {}).get("id") for h in body["data"]["search"]["hits"]}
+    pairs = {
+        h["item"]["id"]: (h["item"]["supersededBy"] or {}).get("id") for h in body["data"]["search"]["hits"]
+    }
     for old, new in zip(olds, news, strict=True):
         assert pairs[str(old.pk)] == str(new.pk)
-    item_queries = [q for q in ctx.captured_queries if 'FROM "search_contentitem"' in q["sql"]
-                    and '"search_contentitem"."id" IN' in q["sql"]]
+    item_queries = [
+        q
+        for q in ctx.captured_queries
+        if 'FROM "search_contentitem"' in q["sql"] and '"search_contentitem"."id" IN' in q["sql"]
+    ]
     assert len(item_queries) <= 4  # engine's own item reads + one loader batch per level
 
 

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from django.test import Client
 
 from tests.graphql_api.conftest import gql
 
 CREATE = """mutation($name: String!, $params: GenericScalar!) {
-  presetCreate(input: {name: $name, params: $params}) { preset { id name params isSystem } errors { code field message } } }"""
+  presetCreate(input: {name: $name, params: $params}) {
+    preset { id name params isSystem } errors { code field message } } }"""
 RENAME = """mutation($id: ID!, $name: String!) {
   presetRename(id: $id, name: $name) { preset { id name } errors { code field message } } }"""
-DELETE = """mutation($id: ID!) { presetDelete(id: $id) { preset { id isDeleted } errors { code message } } }"""
-RESTORE = """mutation($id: ID!) { presetRestore(id: $id) { preset { id isDeleted } errors { code message } } }"""
+DELETE = (
+    """mutation($id: ID!) { presetDelete(id: $id) { preset { id isDeleted } errors { code message } } }"""
+)
+RESTORE = (
+    """mutation($id: ID!) { presetRestore(id: $id) { preset { id isDeleted } errors { code message } } }"""
+)
 
 
 def _names(client: Client) -> list[str]:
@@ -25,7 +28,9 @@ def _names(client: Client) -> list[str]:
 @pytest.mark.django_db
 def test_preset_lifecycle(user_client: Client) -> None:
     # when a signed-in user saves, renames, deletes and restores a preset
-    _, created = gql(user_client, CREATE, {"name": "My guides", "params": {"content_type": ["guide"], "q": "x"}})
+    _, created = gql(
+        user_client, CREATE, {"name": "My guides", "params": {"content_type": ["guide"], "q": "x"}}
+    )
     preset = created["data"]["presetCreate"]["preset"]
     assert created["data"]["presetCreate"]["errors"] == []
     # then the stored params are normalised by the presets service (q dropped)
@@ -68,7 +73,9 @@ def test_preset_errors_are_typed(user_client: Client) -> None:
 def test_anonymous_cannot_save_presets_or_recent_searches(client: Client) -> None:
     # when an anonymous caller tries to write
     _, preset = gql(client, CREATE, {"name": "Mine", "params": {"domain": ["Safety"]}})
-    _, recent = gql(client, 'mutation { recentSearchAdd(query: "x") { recentSearches errors { code message } } }')
+    _, recent = gql(
+        client, 'mutation { recentSearchAdd(query: "x") { recentSearches errors { code message } } }'
+    )
     # then both are refused with SIGN_IN_REQUIRED and a message that says what to do
     for payload in (preset["data"]["presetCreate"], recent["data"]["recentSearchAdd"]):
         assert payload["errors"][0]["code"] == "SIGN_IN_REQUIRED"
@@ -79,14 +86,19 @@ def test_anonymous_cannot_save_presets_or_recent_searches(client: Client) -> Non
 def test_recent_searches_add_and_clear(user_client: Client) -> None:
     # when a user records three searches, one of them twice
     for text in ("tides", "ferries", "tides"):
-        _, body = gql(user_client, 'mutation($q: String!) { recentSearchAdd(query: $q) { recentSearches errors { code } } }',
-                      {"q": text})
+        _, body = gql(
+            user_client,
+            "mutation($q: String!) { recentSearchAdd(query: $q) { recentSearches errors { code } } }",
+            {"q": text},
+        )
         assert body["data"]["recentSearchAdd"]["errors"] == []
     # then the list is newest first without duplicates
     _, listed = gql(user_client, "{ recentSearches }")
     assert listed["data"]["recentSearches"] == ["tides", "ferries"]
     # when the user clears them
-    _, cleared = gql(user_client, "mutation { recentSearchesClear { deletedCount recentSearches errors { code } } }")
+    _, cleared = gql(
+        user_client, "mutation { recentSearchesClear { deletedCount recentSearches errors { code } } }"
+    )
     # then nothing remains
     assert cleared["data"]["recentSearchesClear"] == {"deletedCount": 2, "recentSearches": [], "errors": []}
 

@@ -14,7 +14,8 @@ SEARCH = """query($corpus: Corpus) { search(input: {query: "harbour", limit: 50,
   totalCount hits { itemId item { id title } } } }"""
 NOTE_PATHS = """query($search: String) { notePaths(filter: {search: $search}) }"""
 ITEMS = """{ items(first: 100) { totalCount edges { node { id } } } }"""
-ITEM = """query($id: ID, $slug: String, $corpus: Corpus) { item(id: $id, slug: $slug, corpus: $corpus) { id title } }"""
+ITEM = """query($id: ID, $slug: String, $corpus: Corpus) {
+  item(id: $id, slug: $slug, corpus: $corpus) { id title } }"""
 
 
 def _search_ids(client: Client, corpus: str = "LIVE") -> set[int]:
@@ -42,7 +43,9 @@ def _item(client: Client, **variables: Any) -> Any:
 
 
 @pytest.mark.django_db
-def test_anonymous_search_sees_only_public_live_items(client: Client, permission_corpus: dict[str, Any]) -> None:
+def test_anonymous_search_sees_only_public_live_items(
+    client: Client, permission_corpus: dict[str, Any]
+) -> None:
     # given the corpus with draft, staff, signed-in and group items all matching "harbour"
     public = permission_corpus["public"]
     # when an anonymous caller searches (even asking for the drafts corpus)
@@ -54,7 +57,9 @@ def test_anonymous_search_sees_only_public_live_items(client: Client, permission
 
 
 @pytest.mark.django_db
-def test_anonymous_note_paths_never_list_restricted_items(client: Client, permission_corpus: dict[str, Any]) -> None:
+def test_anonymous_note_paths_never_list_restricted_items(
+    client: Client, permission_corpus: dict[str, Any]
+) -> None:
     # given the permission corpus
     public_path = permission_corpus["public"].get_absolute_url()
     # when an anonymous caller lists paths with and without a search
@@ -66,7 +71,9 @@ def test_anonymous_note_paths_never_list_restricted_items(client: Client, permis
 
 
 @pytest.mark.django_db
-def test_anonymous_items_and_item_hide_drafts_and_restricted(client: Client, permission_corpus: dict[str, Any]) -> None:
+def test_anonymous_items_and_item_hide_drafts_and_restricted(
+    client: Client, permission_corpus: dict[str, Any]
+) -> None:
     # given the permission corpus
     public = permission_corpus["public"]
     # when an anonymous caller browses and looks items up by id and slug
@@ -82,8 +89,9 @@ def test_anonymous_items_and_item_hide_drafts_and_restricted(client: Client, per
 
 
 @pytest.mark.django_db
-def test_signed_in_user_reads_signed_in_and_own_group_items(user_client: Client,
-                                                            permission_corpus: dict[str, Any]) -> None:
+def test_signed_in_user_reads_signed_in_and_own_group_items(
+    user_client: Client, permission_corpus: dict[str, Any]
+) -> None:
     # given a signed-in user who is not yet in the pilots group
     from django.contrib.auth import get_user_model
 
@@ -99,7 +107,9 @@ def test_signed_in_user_reads_signed_in_and_own_group_items(user_client: Client,
 
 
 @pytest.mark.django_db
-def test_staff_reads_drafts_only_in_latest_corpus(staff_client: Client, permission_corpus: dict[str, Any]) -> None:
+def test_staff_reads_drafts_only_in_latest_corpus(
+    staff_client: Client, permission_corpus: dict[str, Any]
+) -> None:
     # given a staff session
     draft = permission_corpus["draft"]
     everyone_live = {permission_corpus[k].pk for k in ("public", "staff", "signed_in", "group")}
@@ -124,8 +134,9 @@ def test_superseded_by_is_null_when_the_newer_item_is_restricted(client: Client)
     content.item_mark_superseded(item=old, by=new)
     build()
     # when an anonymous caller reads the old item's supersededBy
-    status, body = gql(client, """query($id: ID) { item(id: $id) { superseded supersededBy { id } } }""",
-                       {"id": str(old.pk)})
+    status, body = gql(
+        client, """query($id: ID) { item(id: $id) { superseded supersededBy { id } } }""", {"id": str(old.pk)}
+    )
     # then it knows the item is superseded but cannot reach the restricted successor
     assert status == 200, body
     assert body["data"]["item"] == {"superseded": True, "supersededBy": None}

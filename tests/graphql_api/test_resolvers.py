@@ -13,15 +13,20 @@ from search.types import RetrievalQuery
 from tests.factories import build, make_item
 from tests.graphql_api.conftest import gql
 
-HIT_FIELDS = """itemId highlightedTitle highlightedContent passage tocPath chunkId lanes laneRanks { lane rank }
+HIT_FIELDS = """itemId highlightedTitle highlightedContent passage tocPath chunkId lanes
+  laneRanks { lane rank }
   score similarity closed item { id slug url title contentType primaryDomain updatedAt reviewStatus }"""
 
 
 @pytest.fixture
 def river_corpus(db: Any) -> list[Any]:
     items = [
-        make_item(title=f"River crossing {n}", body=f"The river crossing number {n} needs a ferry and a bridge.",
-                  primary_domain="Transport" if n % 2 else "Safety", content_type="guide" if n % 3 else "policy")
+        make_item(
+            title=f"River crossing {n}",
+            body=f"The river crossing number {n} needs a ferry and a bridge.",
+            primary_domain="Transport" if n % 2 else "Safety",
+            content_type="guide" if n % 3 else "policy",
+        )
         for n in range(1, 8)
     ]
     make_item(title="Mountain pass", body="Snow chains for the mountain pass.")
@@ -34,8 +39,11 @@ def test_search_returns_the_engine_result(client: Client, river_corpus: list[Any
     # given the engine's own answer for an anonymous search
     expected = retrieve(query=RetrievalQuery(text="river ferry", principal=ANONYMOUS, limit=5))
     # when the same search goes through GraphQL
-    status, body = gql(client, f"""{{ search(input: {{query: "river ferry", limit: 5}}) {{
-        totalCount partialMatch degraded nextCursor hits {{ {HIT_FIELDS} }} }} }}""")
+    status, body = gql(
+        client,
+        f"""{{ search(input: {{query: "river ferry", limit: 5}}) {{
+        totalCount partialMatch degraded nextCursor hits {{ {HIT_FIELDS} }} }} }}""",
+    )
     # then ids, order, totals and scores are the engine's
     assert status == 200, body
     result = body["data"]["search"]
@@ -59,8 +67,11 @@ def test_highlight_is_escaped_html_with_only_mark_tags(client: Client) -> None:
     make_item(title="<script>alert(1)</script> Lantern & wick", body='Trim the lantern <b>wick</b> "daily".')
     build()
     # when it is found
-    status, body = gql(client, """{ search(input: {query: "lantern"}) { hits {
-        highlightedTitle highlightedContent passage } } }""")
+    status, body = gql(
+        client,
+        """{ search(input: {query: "lantern"}) { hits {
+        highlightedTitle highlightedContent passage } } }""",
+    )
     # then the text is escaped and only <mark> tags were added around the matched word
     assert status == 200, body
     hit = body["data"]["search"]["hits"][0]
@@ -93,9 +104,12 @@ def test_search_paginates_with_cursor(client: Client, river_corpus: list[Any]) -
 @pytest.mark.django_db
 def test_search_filters_and_facets(client: Client, river_corpus: list[Any]) -> None:
     # given filters on domain and content type
-    status, body = gql(client, """{ search(input: {query: "river", limit: 50,
+    status, body = gql(
+        client,
+        """{ search(input: {query: "river", limit: 50,
         filter: {domain: ["transport"], contentType: ["guide"]}}) {
-        totalCount hits { item { primaryDomain contentType } } facets { name values { value count } } } }""")
+        totalCount hits { item { primaryDomain contentType } } facets { name values { value count } } } }""",
+    )
     # then every hit matches the filters, and facets count the whole result
     assert status == 200, body
     result = body["data"]["search"]
@@ -111,8 +125,11 @@ def test_chunk_granularity_returns_passages(client: Client) -> None:
     make_item(title="Tides", body="# Morning\n\nHigh tide at dawn.\n\n# Evening\n\nLow tide at dusk.")
     build()
     # when searching by chunk
-    status, body = gql(client, """{ search(input: {query: "tide", granularity: CHUNK}) {
-        hits { itemId chunkId tocPath } } }""")
+    status, body = gql(
+        client,
+        """{ search(input: {query: "tide", granularity: CHUNK}) {
+        hits { itemId chunkId tocPath } } }""",
+    )
     # then each hit is a passage with its own chunk id
     assert status == 200, body
     hits = body["data"]["search"]["hits"]
@@ -142,7 +159,9 @@ def test_invalid_search_input_is_a_typed_error(client: Client, input_: str, fiel
 
 @pytest.mark.django_db
 def test_overlong_query_is_refused_with_a_fix(client: Client) -> None:
-    status, body = gql(client, "query($q: String!) { search(input: {query: $q}) { totalCount } }", {"q": "a " * 1500})
+    status, body = gql(
+        client, "query($q: String!) { search(input: {query: $q}) { totalCount } }", {"q": "a " * 1500}
+    )
     error = body["errors"][0]
     assert error["extensions"] == {"code": "INVALID_QUERY", "field": "query"}
     assert "shorten it to 2000" in error["message"]
@@ -164,8 +183,11 @@ def test_note_paths_follow_search_order_or_newest_first(client: Client, river_co
     _, listed = gql(client, '{ notePaths(filter: {domain: ["safety"], first: 2}) }')
     # then paths follow the search order, or list filtered items newest first
     assert searched["data"]["notePaths"] == [h.url for h in expected.hits]
-    safety = sorted((i for i in river_corpus if i.primary_domain == "Safety"), key=lambda i: (i.updated_at, i.pk),
-                    reverse=True)
+    safety = sorted(
+        (i for i in river_corpus if i.primary_domain == "Safety"),
+        key=lambda i: (i.updated_at, i.pk),
+        reverse=True,
+    )
     assert listed["data"]["notePaths"] == [i.get_absolute_url() for i in safety[:2]]
 
 

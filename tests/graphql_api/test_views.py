@@ -78,8 +78,9 @@ def test_alias_limit(client: Client) -> None:
 def test_aliases_in_a_fragment_count_each_time_it_is_spread(client: Client) -> None:
     # given a fragment with 11 aliases spread twice (22 aliased fields executed)
     aliases = " ".join(f"a{i}: id" for i in range(11))
-    query = (f'{{ x: item(id: "1") {{ ...F }} y: item(id: "2") {{ ...F }} }} '
-             f"fragment F on Item {{ {aliases} }}")
+    query = (
+        f'{{ x: item(id: "1") {{ ...F }} y: item(id: "2") {{ ...F }} }} fragment F on Item {{ {aliases} }}'
+    )
     # when it is posted, then it is refused
     status, body = gql(client, query)
     assert status == 400
@@ -105,8 +106,11 @@ def test_request_body_limit(client: Client) -> None:
     # given a body above the configured limit
     padding = " " * 3000
     # when it is posted
-    response = client.post("/graphql", data=json.dumps({"query": "{ recentSearches }" + padding}),
-                           content_type="application/json")
+    response = client.post(
+        "/graphql",
+        data=json.dumps({"query": "{ recentSearches }" + padding}),
+        content_type="application/json",
+    )
     # then it is refused as too large
     assert response.status_code == 413
     assert response.json()["errors"][0]["extensions"]["code"] == "REQUEST_TOO_LARGE"
@@ -116,8 +120,11 @@ def test_request_body_limit(client: Client) -> None:
 def test_get_may_query_but_not_mutate(client: Client) -> None:
     # given a query and a mutation sent with GET
     query_response = client.get("/graphql", {"query": "{ recentSearches }"}, HTTP_ACCEPT="application/json")
-    mutation_response = client.get("/graphql", {"query": "mutation { recentSearchesClear { errors { code } } }"},
-                                   HTTP_ACCEPT="application/json")
+    mutation_response = client.get(
+        "/graphql",
+        {"query": "mutation { recentSearchesClear { errors { code } } }"},
+        HTTP_ACCEPT="application/json",
+    )
     # then the query runs and the mutation is refused
     assert query_response.status_code == 200
     assert query_response.json() == {"data": {"recentSearches": []}}
@@ -158,8 +165,11 @@ def test_queries_need_no_csrf_token_but_mutations_do(user_client: Client) -> Non
     assert gql(user_client, "{ recentSearches }")[1]["data"]["recentSearches"] == []
     # when it mutates with the token from the cookie
     token = user_client.get("/graphql", {"query": "{ recentSearches }"}).cookies["csrftoken"].value
-    status, body = gql(user_client, 'mutation { recentSearchAdd(query: "tides") { recentSearches errors { code } } }',
-                       HTTP_X_CSRFTOKEN=token)
+    status, body = gql(
+        user_client,
+        'mutation { recentSearchAdd(query: "tides") { recentSearches errors { code } } }',
+        HTTP_X_CSRFTOKEN=token,
+    )
     # then it runs
     assert status == 200, body
     assert body["data"]["recentSearchAdd"] == {"recentSearches": ["tides"], "errors": []}
@@ -199,7 +209,9 @@ def test_note_paths_without_search_and_other_fields_are_free(client: Client) -> 
 def test_budget_is_shared_with_post_api_search(client: Client, django_assert_num_queries: Any) -> None:
     # given the budget spent by POST /api/search (all but one unit)
     for _ in range(SEARCH_LIMIT - 1):
-        response = client.post("/api/search", data=json.dumps({"query": "harbour"}), content_type="application/json")
+        response = client.post(
+            "/api/search", data=json.dumps({"query": "harbour"}), content_type="application/json"
+        )
         assert response.status_code == 200
     # when a GraphQL operation asks for two searches
     query = '{ a: search(input: {query: "x"}) { totalCount } b: search(input: {query: "y"}) { totalCount } }'
@@ -208,7 +220,9 @@ def test_budget_is_shared_with_post_api_search(client: Client, django_assert_num
     # then it is refused, and so is the REST endpoint afterwards
     assert status == 429
     assert body["errors"][0]["extensions"]["code"] == "RATE_LIMITED"
-    response = client.post("/api/search", data=json.dumps({"query": "harbour"}), content_type="application/json")
+    response = client.post(
+        "/api/search", data=json.dumps({"query": "harbour"}), content_type="application/json"
+    )
     assert response.status_code == 429
 
 
@@ -252,3 +266,20 @@ def test_unexpected_resolver_failures_are_masked(client: Client, monkeypatch: py
     error = body["errors"][0]
     assert error["extensions"]["code"] == "INTERNAL_ERROR"
     assert "hunter2" not in json.dumps(body)
+
+
+@pytest.mark.django_db
+def test_several_operations_need_an_operation_name(client: Client) -> None:
+    # given a document with two operations
+    document = "query A { recentSearches } query B { presets { id } }"
+    # when no operationName is sent, then nothing runs and the error says what to pass
+    status, body = gql(client, document)
+    assert status == 400
+    assert "operationName" in body["errors"][0]["message"]
+    # when one is chosen, then only that one runs
+    response = client.post(
+        "/graphql",
+        data=json.dumps({"query": document, "operationName": "A"}),
+        content_type="application/json",
+    )
+    assert response.json() == {"data": {"recentSearches": []}}

@@ -56,7 +56,11 @@ def run(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
 
 
 def mcp_call(
-    base_url: str, tool: str, arguments: dict[str, Any], *, api_key: str | None = None,
+    base_url: str,
+    tool: str,
+    arguments: dict[str, Any],
+    *,
+    api_key: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> CallToolResult:
     async def call() -> CallToolResult:
@@ -67,7 +71,10 @@ def mcp_call(
 
 
 def mcp_calls(
-    base_url: str, calls: list[tuple[str, dict[str, Any]]], *, api_key: str | None = None,
+    base_url: str,
+    calls: list[tuple[str, dict[str, Any]]],
+    *,
+    api_key: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> list[CallToolResult]:
     """Several tool calls in one session, in order."""
@@ -80,7 +87,7 @@ def mcp_calls(
 
 
 def mcp_find_ids(base_url: str, query: str, **args: Any) -> list[int]:
-    """Item ids of one ``find`` page, in rank order. ``api_key=`` is passed as a Bearer key, not an argument."""
+    """Item ids of one ``find`` page, in rank order. ``api_key=`` is sent as a Bearer key, not an argument."""
     api_key = args.pop("api_key", None)
     result = mcp_call(base_url, "find", {"query": query, **args}, api_key=api_key)
     if result.isError:
@@ -116,9 +123,21 @@ def asgi_server(*, db_name: str, startup_timeout: float = 60.0) -> Iterator[str]
         "LOG_LEVEL": os.environ.get("MCP_TEST_SERVER_LOG_LEVEL", "WARNING"),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "warning"],
-        cwd=ROOT, env=env, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "config.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
     )
     base_url = f"http://127.0.0.1:{port}"
     try:

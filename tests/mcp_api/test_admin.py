@@ -24,9 +24,15 @@ def test_adding_a_key_shows_it_once_and_stores_only_its_hash(admin_client: Clien
     # given
     team = Group.objects.create(name="bid-team")
     # when
-    response = admin_client.post("/admin/search/apikey/add/", {
-        "name": "Claude Desktop", "groups": [team.pk], "expires_at_0": "2099-01-01", "expires_at_1": "00:00:00",
-    })
+    response = admin_client.post(
+        "/admin/search/apikey/add/",
+        {
+            "name": "Claude Desktop",
+            "groups": [team.pk],
+            "expires_at_0": "2099-01-01",
+            "expires_at_1": "00:00:00",
+        },
+    )
     # then: the page answering the form shows the whole key, and is not cached
     assert response.status_code == 200
     html = response.content.decode()
@@ -47,8 +53,9 @@ def test_revoke_action(admin_client: Client) -> None:
     # given
     issued = api_key_create(name="agent")
     # when
-    response = admin_client.post("/admin/search/apikey/", {
-        "action": "revoke", "_selected_action": [issued.api_key.pk]}, follow=True)
+    response = admin_client.post(
+        "/admin/search/apikey/", {"action": "revoke", "_selected_action": [issued.api_key.pk]}, follow=True
+    )
     # then
     assert "Revoked 1 key(s)." in response.content.decode()
     issued.api_key.refresh_from_db()

@@ -35,8 +35,9 @@ def test_fit_keeps_whole_blocks_under_the_limit_and_notes_what_was_left_out() ->
     # given
     blocks = [f"block {i} " + "x" * 90 for i in range(50)]
     # when
-    markdown, kept = render.fit(["# head"], blocks, ["tail"], omitted_note="[{kept} of {total} shown]",
-                                limit=1000)
+    markdown, kept = render.fit(
+        ["# head"], blocks, ["tail"], omitted_note="[{kept} of {total} shown]", limit=1000
+    )
     # then
     assert len(markdown) <= 1000
     assert 0 < kept < 50

@@ -21,8 +21,12 @@ def test_item_read_gives_the_live_body_and_its_table_of_contents(corpus: Corpus)
     body = corpus.guide.live_revision.body
     assert view.scope == "item" and view.text == body
     assert [(t.path, t.level) for t in view.toc] == [
-        ("Day rates", 1), ("Fixed fees", 1), ("Discounts", 1), ("Payment terms", 1)]
-    assert all(body[t.char_start:].startswith("## " + t.path) for t in view.toc)
+        ("Day rates", 1),
+        ("Fixed fees", 1),
+        ("Discounts", 1),
+        ("Payment terms", 1),
+    ]
+    assert all(body[t.char_start :].startswith("## " + t.path) for t in view.toc)
 
 
 def test_passage_read_joins_neighbours_without_repeating_overlaps(corpus: Corpus) -> None:
@@ -36,7 +40,7 @@ def test_passage_read_joins_neighbours_without_repeating_overlaps(corpus: Corpus
     body = corpus.guide.live_revision.body
     assert narrow.text == middle.text and narrow.chunk_ids == (middle.pk,)
     assert wide.chunk_ids == tuple(c.pk for c in chunks[len(chunks) // 2 - 1 : len(chunks) // 2 + 2])
-    assert wide.text == body[wide.char_start:wide.char_end] and middle.text in wide.text
+    assert wide.text == body[wide.char_start : wide.char_end] and middle.text in wide.text
     assert wide.matched_chunk_id == middle.pk
 
 
@@ -56,7 +60,9 @@ def test_unreadable_items_and_draft_passages_are_not_found(corpus: Corpus) -> No
         passage_read(principal=ANONYMOUS, chunk_id=10**9)
 
 
-def test_item_quality_reads_the_persisted_fields(corpus: Corpus, django_assert_max_num_queries: object) -> None:
+def test_item_quality_reads_the_persisted_fields(
+    corpus: Corpus, django_assert_max_num_queries: object
+) -> None:
     with django_assert_max_num_queries(1):  # type: ignore[operator]
         view = item_quality(principal=ANONYMOUS, item_id=corpus.guide.pk)
     assert view.quality_score == pytest.approx(0.82)

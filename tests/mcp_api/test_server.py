@@ -13,10 +13,30 @@ from tests.mcp_api.conftest import Corpus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-FIND_RESULT_KEYS = {"query", "count", "results", "content_item_id", "overdue_review_filter",
-                    "review_due_within_days_filter", "partial_match", "degraded", "next_cursor"}
-HIT_KEYS = {"match_id", "item_id", "title", "url", "toc_path", "snippet", "match_offsets", "lanes", "score",
-            "updated_at", "review_status"}
+FIND_RESULT_KEYS = {
+    "query",
+    "count",
+    "results",
+    "content_item_id",
+    "overdue_review_filter",
+    "review_due_within_days_filter",
+    "partial_match",
+    "degraded",
+    "next_cursor",
+}
+HIT_KEYS = {
+    "match_id",
+    "item_id",
+    "title",
+    "url",
+    "toc_path",
+    "snippet",
+    "match_offsets",
+    "lanes",
+    "score",
+    "updated_at",
+    "review_status",
+}
 
 
 def text_of(result: CallToolResult) -> str:
@@ -42,7 +62,7 @@ def test_initialize_then_list_tools_gives_exactly_the_fixed_tools(mcp_base_url: 
     capabilities, tools = run(go)
     # then
     assert capabilities is not None and capabilities.tools is not None
-    assert [t.name for t in tools.tools] == ["find", "read", "quality"]
+    assert [t.name for t in tools.tools] == ["find", "read", "quality", "list_presets"]
     for tool in tools.tools:
         schema = tool.inputSchema
         assert schema["additionalProperties"] is False
@@ -70,14 +90,19 @@ def test_find_anonymous_item_granularity_returns_markdown_and_structured_content
     found = {hit["item_id"] for hit in data["results"]}
     assert {corpus.guide.pk, corpus.policy.pk, corpus.with_draft.pk} <= found
     # anonymous never sees drafts, restricted or superseded items
-    assert not found & {corpus.staff_only.pk, corpus.group_only.pk, corpus.draft_only.pk, corpus.superseded.pk}
+    assert not found & {
+        corpus.staff_only.pk,
+        corpus.group_only.pk,
+        corpus.draft_only.pk,
+        corpus.superseded.pk,
+    }
     assert data["count"] == len(data["results"])
     for hit in data["results"]:
         assert set(hit) == HIT_KEYS
         assert hit["match_id"] == f"i{hit['item_id']}"
         assert "<mark" not in hit["snippet"] and "&lt;" not in hit["snippet"]
         for offset in hit["match_offsets"]:
-            assert hit["snippet"][offset["start"]:offset["end"]].lower().startswith("pric")
+            assert hit["snippet"][offset["start"] : offset["end"]].lower().startswith("pric")
     # and the Markdown names the ids inside untrusted document blocks
     markdown = text_of(result)
     assert len(markdown) <= 10_000
@@ -88,8 +113,18 @@ def test_find_anonymous_item_granularity_returns_markdown_and_structured_content
 
 def test_find_chunk_granularity_inside_one_document(mcp_base_url: str, corpus: Corpus) -> None:
     # when
-    data = ok(mcp_call(mcp_base_url, "find", {"query": "pricing rule", "granularity": "chunk",
-                                              "content_item_id": corpus.guide.pk, "limit": 30}))
+    data = ok(
+        mcp_call(
+            mcp_base_url,
+            "find",
+            {
+                "query": "pricing rule",
+                "granularity": "chunk",
+                "content_item_id": corpus.guide.pk,
+                "limit": 30,
+            },
+        )
+    )
     # then: several passages of the one item, each with its own chunk match_id and section
     assert data["content_item_id"] == corpus.guide.pk
     assert len(data["results"]) >= 3
@@ -101,13 +136,16 @@ def test_find_chunk_granularity_inside_one_document(mcp_base_url: str, corpus: C
 
 def test_find_filters_type_scope_language_superseded(mcp_base_url: str, corpus: Corpus) -> None:
     # when
-    policy, scoped, french, with_superseded, default = mcp_calls(mcp_base_url, [
-        ("find", {"query": "pricing", "type": "policy"}),
-        ("find", {"query": "invoice", "scope": "finance"}),
-        ("find", {"query": "tarification", "language": "fr"}),
-        ("find", {"query": "outdated pricing advice", "include_superseded": True}),
-        ("find", {"query": "outdated pricing advice"}),
-    ])
+    policy, scoped, french, with_superseded, default = mcp_calls(
+        mcp_base_url,
+        [
+            ("find", {"query": "pricing", "type": "policy"}),
+            ("find", {"query": "invoice", "scope": "finance"}),
+            ("find", {"query": "tarification", "language": "fr"}),
+            ("find", {"query": "outdated pricing advice", "include_superseded": True}),
+            ("find", {"query": "outdated pricing advice"}),
+        ],
+    )
     # then
     assert ids(policy) == [corpus.policy.pk]
     assert ids(scoped) == [corpus.hidden_chars.pk]
@@ -118,12 +156,15 @@ def test_find_filters_type_scope_language_superseded(mcp_base_url: str, corpus: 
 
 def test_find_review_filters(mcp_base_url: str, corpus: Corpus) -> None:
     # when
-    overdue, not_overdue, due_soon, due_tomorrow = mcp_calls(mcp_base_url, [
-        ("find", {"query": "pricing", "overdue_review": True}),
-        ("find", {"query": "pricing", "overdue_review": False}),
-        ("find", {"query": "pricing", "review_due_within_days": 30}),
-        ("find", {"query": "pricing", "review_due_within_days": 1}),
-    ])
+    overdue, not_overdue, due_soon, due_tomorrow = mcp_calls(
+        mcp_base_url,
+        [
+            ("find", {"query": "pricing", "overdue_review": True}),
+            ("find", {"query": "pricing", "overdue_review": False}),
+            ("find", {"query": "pricing", "review_due_within_days": 30}),
+            ("find", {"query": "pricing", "review_due_within_days": 1}),
+        ],
+    )
     # then
     assert ids(overdue) == [corpus.policy.pk]
     assert ok(overdue)["overdue_review_filter"] is True
@@ -136,10 +177,13 @@ def test_find_review_filters(mcp_base_url: str, corpus: Corpus) -> None:
 
 def test_find_similar_to_without_query(mcp_base_url: str, corpus: Corpus) -> None:
     # when
-    similar, hidden = mcp_calls(mcp_base_url, [
-        ("find", {"similar_to": corpus.policy.pk}),
-        ("find", {"similar_to": corpus.staff_only.pk}),
-    ])
+    similar, hidden = mcp_calls(
+        mcp_base_url,
+        [
+            ("find", {"similar_to": corpus.policy.pk}),
+            ("find", {"similar_to": corpus.staff_only.pk}),
+        ],
+    )
     # then: related items, never the item itself; an item the caller cannot read is refused by name
     data = ok(similar)
     assert data["query"] is None
@@ -154,11 +198,14 @@ def test_find_pages_with_cursor(mcp_base_url: str, corpus: Corpus) -> None:
     first = ok(mcp_call(mcp_base_url, "find", args))
     assert first["next_cursor"]
     # when
-    second, everything, wrong = mcp_calls(mcp_base_url, [
-        ("find", {**args, "cursor": first["next_cursor"]}),
-        ("find", {"query": "pricing", "limit": 30}),
-        ("find", {"query": "other words", "limit": 2, "cursor": first["next_cursor"]}),
-    ])
+    second, everything, wrong = mcp_calls(
+        mcp_base_url,
+        [
+            ("find", {**args, "cursor": first["next_cursor"]}),
+            ("find", {"query": "pricing", "limit": 30}),
+            ("find", {"query": "other words", "limit": 2, "cursor": first["next_cursor"]}),
+        ],
+    )
     # then
     page_ids = [h["item_id"] for h in first["results"]] + ids(second)
     assert page_ids == ids(everything)[:4]
@@ -212,8 +259,9 @@ def test_group_scoped_key_reads_its_groups_but_not_staff_items(mcp_base_url: str
 
     from search.services.api_keys import api_key_create
 
-    raw = api_key_create(name="bid team bot", all_content=False,
-                         groups=[Group.objects.get(name="bid-team")]).raw_key
+    raw = api_key_create(
+        name="bid team bot", all_content=False, groups=[Group.objects.get(name="bid-team")]
+    ).raw_key
     # when
     found = mcp_find_ids(mcp_base_url, "pricing", limit=30, api_key=raw)
     # then
@@ -224,16 +272,24 @@ def test_group_scoped_key_reads_its_groups_but_not_staff_items(mcp_base_url: str
 
 def test_read_passage_item_and_pages(mcp_base_url: str, corpus: Corpus) -> None:
     # given: a chunk hit in the middle of the long guide
-    hits = ok(mcp_call(mcp_base_url, "find", {"query": "discount pricing rule", "granularity": "chunk",
-                                              "content_item_id": corpus.guide.pk}))["results"]
+    hits = ok(
+        mcp_call(
+            mcp_base_url,
+            "find",
+            {"query": "discount pricing rule", "granularity": "chunk", "content_item_id": corpus.guide.pk},
+        )
+    )["results"]
     match_id = hits[0]["match_id"]
     # when
-    passage, alone, whole, first_page = mcp_calls(mcp_base_url, [
-        ("read", {"match_id": match_id, "neighbours": 1}),
-        ("read", {"match_id": match_id, "neighbours": 0}),
-        ("read", {"item_id": corpus.guide.pk, "max_chars": 8000}),
-        ("read", {"item_id": corpus.guide.pk, "max_chars": 1000}),
-    ])
+    passage, alone, whole, first_page = mcp_calls(
+        mcp_base_url,
+        [
+            ("read", {"match_id": match_id, "neighbours": 1}),
+            ("read", {"match_id": match_id, "neighbours": 0}),
+            ("read", {"item_id": corpus.guide.pk, "max_chars": 8000}),
+            ("read", {"item_id": corpus.guide.pk, "max_chars": 1000}),
+        ],
+    )
     # then: the passage is a slice of the body, wider with neighbours
     body = corpus.guide.live_revision.body
     p = ok(passage)
@@ -249,8 +305,15 @@ def test_read_passage_item_and_pages(mcp_base_url: str, corpus: Corpus) -> None:
     # and long text pages with a cursor until it is all read
     pages = [ok(first_page)]
     while pages[-1]["next_cursor"]:
-        pages.append(ok(mcp_call(mcp_base_url, "read", {"item_id": corpus.guide.pk, "max_chars": 1000,
-                                                         "cursor": pages[-1]["next_cursor"]})))
+        pages.append(
+            ok(
+                mcp_call(
+                    mcp_base_url,
+                    "read",
+                    {"item_id": corpus.guide.pk, "max_chars": 1000, "cursor": pages[-1]["next_cursor"]},
+                )
+            )
+        )
         assert len(pages) < 20
     assert "".join(p["text"] for p in pages) == body
     assert all(len(p["text"]) <= 1000 for p in pages)
@@ -259,15 +322,22 @@ def test_read_passage_item_and_pages(mcp_base_url: str, corpus: Corpus) -> None:
 
 def test_read_respects_access_and_corpus(mcp_base_url: str, corpus: Corpus, api_key: str) -> None:
     # when
-    draft, staff, live_text = mcp_calls(mcp_base_url, [
-        ("read", {"item_id": corpus.draft_only.pk}),
-        ("read", {"item_id": corpus.staff_only.pk}),
-        ("read", {"item_id": corpus.with_draft.pk}),
-    ])
-    keyed_draft, keyed_text = mcp_calls(mcp_base_url, [
-        ("read", {"item_id": corpus.draft_only.pk}),
-        ("read", {"match_id": f"i{corpus.with_draft.pk}"}),
-    ], api_key=api_key)
+    draft, staff, live_text = mcp_calls(
+        mcp_base_url,
+        [
+            ("read", {"item_id": corpus.draft_only.pk}),
+            ("read", {"item_id": corpus.staff_only.pk}),
+            ("read", {"item_id": corpus.with_draft.pk}),
+        ],
+    )
+    keyed_draft, keyed_text = mcp_calls(
+        mcp_base_url,
+        [
+            ("read", {"item_id": corpus.draft_only.pk}),
+            ("read", {"match_id": f"i{corpus.with_draft.pk}"}),
+        ],
+        api_key=api_key,
+    )
     # then
     assert draft.isError and "item_id" in text_of(draft)
     assert staff.isError
@@ -276,9 +346,13 @@ def test_read_respects_access_and_corpus(mcp_base_url: str, corpus: Corpus, api_
     assert "zebra" in ok(keyed_text)["text"]
 
 
-def test_read_of_a_draft_passage_is_refused_anonymously(mcp_base_url: str, corpus: Corpus, api_key: str) -> None:
+def test_read_of_a_draft_passage_is_refused_anonymously(
+    mcp_base_url: str, corpus: Corpus, api_key: str
+) -> None:
     # given: a chunk of the draft revision, found with a key
-    hits = ok(mcp_call(mcp_base_url, "find", {"query": "zebra", "granularity": "chunk"}, api_key=api_key))["results"]
+    hits = ok(mcp_call(mcp_base_url, "find", {"query": "zebra", "granularity": "chunk"}, api_key=api_key))[
+        "results"
+    ]
     # when
     anonymous = mcp_call(mcp_base_url, "read", {"match_id": hits[0]["match_id"]})
     # then
@@ -287,11 +361,14 @@ def test_read_of_a_draft_passage_is_refused_anonymously(mcp_base_url: str, corpu
 
 def test_quality_returns_persisted_score_and_review_status(mcp_base_url: str, corpus: Corpus) -> None:
     # when
-    quality, hidden, bad = mcp_calls(mcp_base_url, [
-        ("quality", {"item_id": corpus.guide.pk}),
-        ("quality", {"item_id": corpus.staff_only.pk}),
-        ("quality", {}),
-    ])
+    quality, hidden, bad = mcp_calls(
+        mcp_base_url,
+        [
+            ("quality", {"item_id": corpus.guide.pk}),
+            ("quality", {"item_id": corpus.staff_only.pk}),
+            ("quality", {}),
+        ],
+    )
     # then
     data = ok(quality)
     assert data["quality_score"] == pytest.approx(0.82)
@@ -312,8 +389,39 @@ def test_retrieved_text_is_cleaned_and_cannot_close_its_block(mcp_base_url: str,
     for text in (hit["snippet"], hit["title"], text_of(result), ok(read)["text"], text_of(read)):
         assert not invisible.search(text)
     assert hit["title"] == "Invoice checklist"
-    assert {hit["snippet"][o["start"]:o["end"]].lower() for o in hit["match_offsets"]} >= {"invoice", "checklist"}
+    assert {hit["snippet"][o["start"] : o["end"]].lower() for o in hit["match_offsets"]} >= {
+        "invoice",
+        "checklist",
+    }
     # the fake delimiter in the document is defused: exactly one real closing tag per block
     for markdown in (text_of(result), text_of(read)):
         assert markdown.count("</document>") == markdown.count("<document ")
         assert "‹/document>" in markdown
+
+
+def test_list_presets_and_find_with_a_preset(mcp_base_url: str, corpus: Corpus) -> None:
+    # given: the system presets (a transactional test starts from an empty database)
+    from presets.system import system_presets_ensure
+
+    system_presets_ensure()
+    listed = ok(mcp_call(mcp_base_url, "list_presets", {}))["presets"]
+    policies = next(p for p in listed if p["name"] == "Policies")
+    # when
+    by_name, by_id, overdue, overridden, unknown = mcp_calls(
+        mcp_base_url,
+        [
+            ("find", {"query": "pricing", "preset": "policies"}),
+            ("find", {"query": "pricing", "preset": policies["id"]}),
+            ("find", {"query": "pricing", "preset": "Overdue for review"}),
+            ("find", {"query": "pricing", "preset": "Overdue for review", "overdue_review": False}),
+            ("find", {"query": "pricing", "preset": "no such preset"}),
+        ],
+    )
+    # then
+    assert {p["name"] for p in listed} >= {"Overdue for review", "Policies", "Case studies"}
+    assert all(p["system"] for p in listed)
+    assert ids(by_name) == ids(by_id) == [corpus.policy.pk]
+    assert ids(overdue) == [corpus.policy.pk]
+    assert ok(overdue)["overdue_review_filter"] is True  # the filter in effect, from the preset
+    assert corpus.policy.pk not in ids(overridden) and ok(overridden)["overdue_review_filter"] is False
+    assert unknown.isError and "preset" in text_of(unknown) and "Policies" in text_of(unknown)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -40,7 +40,9 @@ def text_of(result: CallToolResult) -> str:
 
 
 @pytest.mark.django_db
-def test_embedding_failure_is_not_an_error_but_degraded_lexical_results(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_embedding_failure_is_not_an_error_but_degraded_lexical_results(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # given: the embedding provider is down
     make_item(title="Tender checklist", body="Checklist for tender submissions.")
     build()
@@ -59,7 +61,9 @@ def test_embedding_failure_is_not_an_error_but_degraded_lexical_results(monkeypa
     assert "keyword matches only" in output.markdown
 
 
-def test_unexpected_failure_is_one_helpful_line_with_nothing_internal(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unexpected_failure_is_one_helpful_line_with_nothing_internal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # given
     def explode(*, query: Any) -> Any:
         raise RuntimeError("psycopg.OperationalError: connection to 10.0.0.5 refused")
@@ -81,8 +85,10 @@ def test_validation_error_names_each_field_and_unknown_tool_is_an_error() -> Non
     missing = call("read", {})
     # then
     assert bad.isError
-    assert all(field in text_of(bad) for field in ("limit", "review_due_within_days", "sort: unknown argument"))
-    assert unknown.isError and "Available tools: find, read, quality" in text_of(unknown)
+    assert all(
+        field in text_of(bad) for field in ("limit", "review_due_within_days", "sort: unknown argument")
+    )
+    assert unknown.isError and "Available tools: find, read, quality, list_presets" in text_of(unknown)
     assert missing.isError and "item_id or match_id" in text_of(missing)
 
 
@@ -97,16 +103,34 @@ def test_results_carry_markdown_text_and_structured_content(corpus: Corpus) -> N
 
 
 def _hit(i: int) -> FindHit:
-    return FindHit(match_id=f"c{i}", item_id=i, title=f"Title {i}", url=f"/items/t{i}", toc_path="A > B",
-                   snippet="word " * 96, match_offsets=[MatchOffset(start=0, end=4)], lanes=["lexical"],
-                   score=0.5, updated_at="2025-01-01T00:00:00+00:00", review_status="ok")
+    return FindHit(
+        match_id=f"c{i}",
+        item_id=i,
+        title=f"Title {i}",
+        url=f"/items/t{i}",
+        toc_path="A > B",
+        snippet="word " * 96,
+        match_offsets=[MatchOffset(start=0, end=4)],
+        lanes=["lexical"],
+        score=0.5,
+        updated_at="2025-01-01T00:00:00+00:00",
+        review_status="ok",
+    )
 
 
 def test_markdown_stays_under_10000_characters_and_says_how_to_get_the_rest() -> None:
     # given: a full page of 30 long passages
-    found = FindResult(query="word", count=90, results=[_hit(i) for i in range(1, 31)], content_item_id=None,
-                       overdue_review_filter=None, review_due_within_days_filter=None, partial_match=False,
-                       degraded=[], next_cursor="abc")
+    found = FindResult(
+        query="word",
+        count=90,
+        results=[_hit(i) for i in range(1, 31)],
+        content_item_id=None,
+        overdue_review_filter=None,
+        review_due_within_days_filter=None,
+        partial_match=False,
+        degraded=[],
+        next_cursor="abc",
+    )
     # when
     markdown = tools.find_markdown(FindArgs(query="word", limit=30), found)
     # then
@@ -119,16 +143,32 @@ def test_markdown_stays_under_10000_characters_and_says_how_to_get_the_rest() ->
 
 def test_match_id_is_chunk_for_chunk_hits_and_item_otherwise() -> None:
     # given
-    hit = Hit(item_id=7, external_id="x", slug="x", title="T", url="/items/x", content_type="guide",
-              primary_domain="", language="en", updated_at=datetime(2025, 1, 1, tzinfo=timezone.utc),
-              review_status="ok", score=1.0, lanes=("lexical",), lane_ranks={"lexical": 1}, chunk_id=42,
-              toc_path="", passage="a\u200bb word", passage_spans=(Span(4, 8),), title_spans=())
+    hit = Hit(
+        item_id=7,
+        external_id="x",
+        slug="x",
+        title="T",
+        url="/items/x",
+        content_type="guide",
+        primary_domain="",
+        language="en",
+        updated_at=datetime(2025, 1, 1, tzinfo=UTC),
+        review_status="ok",
+        score=1.0,
+        lanes=("lexical",),
+        lane_ranks={"lexical": 1},
+        chunk_id=42,
+        toc_path="",
+        passage="a\u200bb word",
+        passage_spans=(Span(4, 8),),
+        title_spans=(),
+    )
     # when / then
     assert tools.match_id_of(hit, "chunk") == "c42"
     assert tools.match_id_of(hit, "item") == "i7"
     converted = tools.find_hit(hit, "chunk")
     assert converted.snippet == "ab word"
-    assert converted.snippet[converted.match_offsets[0].start:converted.match_offsets[0].end] == "word"
+    assert converted.snippet[converted.match_offsets[0].start : converted.match_offsets[0].end] == "word"
 
 
 @pytest.mark.django_db
@@ -136,7 +176,9 @@ def test_read_cursor_belongs_to_one_target(corpus: Corpus) -> None:
     # given
     first = tools.read_tool(ReadArgs(item_id=corpus.guide.pk, max_chars=500), ANONYMOUS).structured
     # when / then: the cursor continues the same item
-    second = tools.read_tool(ReadArgs(item_id=corpus.guide.pk, max_chars=500, cursor=first.next_cursor), ANONYMOUS)
+    second = tools.read_tool(
+        ReadArgs(item_id=corpus.guide.pk, max_chars=500, cursor=first.next_cursor), ANONYMOUS
+    )
     assert second.structured.offset == first.offset + len(first.text)
     # and is refused for another one
     from search.errors import InvalidCursor
@@ -154,3 +196,39 @@ def test_key_principal_reads_latest_corpus(corpus: Corpus) -> None:
     assert tools.corpus_of(ANONYMOUS) == "live" and tools.corpus_of(KEY) == "latest"
     assert "zebra" not in anonymous.text and anonymous.metadata["is_draft"] is False
     assert "zebra" in keyed.text and keyed.metadata["is_draft"] is True
+
+
+def test_read_markdown_keeps_the_whole_text_page_and_trims_a_long_table_of_contents() -> None:
+    # given: the largest page and a very long table of contents
+    from mcp_api.schemas import READ_MAX_CHARS, ReadResult, TocItem
+
+    text = ("lorem ipsum " * 1000)[:READ_MAX_CHARS]
+    result = ReadResult(
+        item_id=1,
+        match_id=None,
+        scope="item",
+        title="T" * 500,
+        url="/items/t",
+        metadata={
+            "content_type": "guide",
+            "domain": "d",
+            "language": "en",
+            "updated_at": "2025-01-01",
+            "review_status": "ok",
+            "is_draft": False,
+            "revision": 1,
+            "superseded_by_item_id": None,
+        },
+        toc=[TocItem(path=f"Section {i} " + "x" * 80, level=1, char_start=i) for i in range(200)],
+        passage_chunk_ids=[],
+        text=text,
+        offset=0,
+        total_chars=20_000,
+        next_cursor="cur",
+    )
+    # when
+    markdown = tools.read_markdown(result, len(text))
+    # then
+    assert len(markdown) <= 10_000
+    assert text in markdown and 'cursor="cur"' in markdown
+    assert "more sections" in markdown

@@ -1,4 +1,4 @@
-"""The /mcp guard: credentials (401, never a silent fall back), Origin (403), body size (413), rate limits (429)."""
+"""The /mcp guard: credentials (401, no silent fallback), Origin (403), body size (413), rate limits (429)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,14 @@ from search.services.api_keys import api_key_create, api_key_revoke
 from tests.mcp_api.client import mcp_call, mcp_url
 
 INITIALIZE = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-               "clientInfo": {"name": "test", "version": "1"}},
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
 }
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
@@ -36,7 +41,9 @@ def http_statuses(exc: BaseException) -> list[int]:
 
 
 def raw_post(base_url: str, headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.post(mcp_url(base_url), json=INITIALIZE, headers={**MCP_HEADERS, **(headers or {})}, timeout=10)
+    return httpx.post(
+        mcp_url(base_url), json=INITIALIZE, headers={**MCP_HEADERS, **(headers or {})}, timeout=10
+    )
 
 
 # --- over real HTTP, with the official client ---
@@ -75,7 +82,13 @@ def test_wrong_and_expired_keys_get_401_never_anonymous_results(mcp_base_url: st
     }
     # then
     assert {name: r.status_code for name, r in responses.items()} == {
-        "wrong": 401, "expired": 401, "malformed": 401, "basic": 401, "valid": 200, "anonymous": 200}
+        "wrong": 401,
+        "expired": 401,
+        "malformed": 401,
+        "basic": 401,
+        "valid": 200,
+        "anonymous": 200,
+    }
     assert "not recognised" in responses["wrong"].json()["error"]["message"]
     assert "expired" in responses["expired"].json()["error"]["message"]
     assert "Bearer" in responses["basic"].json()["error"]["message"]
@@ -86,7 +99,9 @@ def test_foreign_origin_gets_403_and_localhost_is_allowed(mcp_base_url: str) -> 
     # when
     with pytest.raises(BaseException) as caught:
         mcp_call(mcp_base_url, "find", {"query": "pricing"}, headers={"Origin": "https://evil.example"})
-    allowed = mcp_call(mcp_base_url, "find", {"query": "pricing"}, headers={"Origin": "http://localhost:6274"})
+    allowed = mcp_call(
+        mcp_base_url, "find", {"query": "pricing"}, headers={"Origin": "http://localhost:6274"}
+    )
     # then
     assert 403 in http_statuses(caught.value)
     assert allowed.isError is False
@@ -98,8 +113,12 @@ def test_foreign_origin_gets_403_and_localhost_is_allowed(mcp_base_url: str) -> 
 
 def post(client: Client, body: Any = INITIALIZE, **headers: str) -> Any:
     data = body if isinstance(body, str | bytes) else json.dumps(body)
-    return client.post("/mcp", data=data, content_type="application/json",
-                       headers={"Accept": MCP_HEADERS["Accept"], **headers})
+    return client.post(
+        "/mcp",
+        data=data,
+        content_type="application/json",
+        headers={"Accept": MCP_HEADERS["Accept"], **headers},
+    )
 
 
 @pytest.mark.django_db
@@ -130,7 +149,9 @@ def test_rate_limit_answers_429_with_retry_after(monkeypatch: pytest.MonkeyPatch
 
 
 @pytest.mark.django_db
-def test_each_key_has_its_own_budget_and_failed_keys_spend_the_ip_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_key_has_its_own_budget_and_failed_keys_spend_the_ip_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # given
     monkeypatch.setitem(limits.RATES, "mcp", "2/m")
     client = Client()
@@ -144,3 +165,10 @@ def test_each_key_has_its_own_budget_and_failed_keys_spend_the_ip_budget(monkeyp
     assert a == [200, 200, 429]
     assert b == 200
     assert guesses == [401, 401, 429]
+
+
+@pytest.mark.django_db
+def test_only_post_is_served_by_the_stateless_server() -> None:
+    client = Client()
+    for response in (client.get("/mcp", headers={"Accept": "text/event-stream"}), client.delete("/mcp")):
+        assert response.status_code == 405 and response["Allow"] == "POST"

@@ -123,9 +123,13 @@ def test_invalid_values_are_refused_naming_the_field(raw: dict[str, object], fie
 
 
 def test_dates_in_the_wrong_order_are_refused() -> None:
-    # when / then
-    with pytest.raises(PresetParamsInvalid, match="date_to must be on or after date_from"):
+    # when
+    with pytest.raises(PresetParamsInvalid) as caught:
         normalize_params({"date_from": "2025-02-01", "date_to": "2025-01-01"})
+
+    # then: the message names the other date (browse.params words it)
+    assert caught.value.field in {"params.date_to", "params.date_from", "params"}
+    assert "date_from" in caught.value.message
 
 
 def test_filters_from_params_builds_engine_filters() -> None:

@@ -14,10 +14,9 @@ import json
 import math
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-
-import pytest
 
 
 def fake_vector(text: str, dimensions: int) -> list[float]:
@@ -72,29 +71,55 @@ class FakeOpenAI:
                     if fake.fail_times > 0:
                         fake.fail_times -= 1
                 if failing:
-                    self._send(fake.fail_status or 500, {"error": {"message": "fake failure", "type": "server_error",
-                                                            "code": None, "param": None}})
+                    self._send(
+                        fake.fail_status or 500,
+                        {
+                            "error": {
+                                "message": "fake failure",
+                                "type": "server_error",
+                                "code": None,
+                                "param": None,
+                            }
+                        },
+                    )
                     return
                 if self.path.endswith("/embeddings"):
                     inputs = request["input"] if isinstance(request["input"], list) else [request["input"]]
                     dims = int(request.get("dimensions") or 8)
-                    self._send(200, {
-                        "object": "list",
-                        "model": request.get("model", "fake"),
-                        "data": [{"object": "embedding", "index": i, "embedding": fake_vector(t, dims)}
-                                 for i, t in enumerate(inputs)],
-                        "usage": {"prompt_tokens": 1, "total_tokens": 1},
-                    })
+                    self._send(
+                        200,
+                        {
+                            "object": "list",
+                            "model": request.get("model", "fake"),
+                            "data": [
+                                {"object": "embedding", "index": i, "embedding": fake_vector(t, dims)}
+                                for i, t in enumerate(inputs)
+                            ],
+                            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                        },
+                    )
                 elif self.path.endswith("/chat/completions"):
-                    self._send(200, {
-                        "id": "chatcmpl-fake", "object": "chat.completion", "created": 0,
-                        "model": request.get("model", "fake"),
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": fake.summary_text}}],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                    })
+                    self._send(
+                        200,
+                        {
+                            "id": "chatcmpl-fake",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": request.get("model", "fake"),
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": fake.summary_text},
+                                }
+                            ],
+                            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                        },
+                    )
                 else:
-                    self._send(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
+                    self._send(
+                        404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}}
+                    )
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -118,9 +143,9 @@ class FakeOpenAI:
         self._server.server_close()
 
 
-@pytest.fixture
-def fake_openai() -> Iterator[FakeOpenAI]:
-    """A running fake OpenAI server (import this fixture into a test module to use it)."""
+@contextmanager
+def serving() -> Iterator[FakeOpenAI]:
+    """A running fake server for the duration of the block (wrap it in a fixture named ``fake_openai``)."""
     server = FakeOpenAI().start()
     try:
         yield server

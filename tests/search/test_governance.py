@@ -33,8 +33,12 @@ def test_status_for_a_review_date(offset_days: int | None, expected: str) -> Non
 
 
 def _item(offset: int | None, status: str = ReviewStatus.OK, **fields: object) -> ContentItem:
-    return make_item(title=f"Item {offset}", next_review_date=None if offset is None else TODAY + timedelta(days=offset),
-                     governance_review_status=status, **fields)
+    return make_item(
+        title=f"Item {offset}",
+        next_review_date=None if offset is None else TODAY + timedelta(days=offset),
+        governance_review_status=status,
+        **fields,
+    )
 
 
 @pytest.mark.django_db
@@ -127,8 +131,9 @@ def test_admin_mark_reviewed_action(staff_client: Client) -> None:
     item = _item(-40, ReviewStatus.OVERDUE, review_cadence_days=30)
 
     # when staff run the action
-    response = staff_client.post("/admin/search/contentitem/", {"action": "mark_reviewed",
-                                                                 "_selected_action": [item.pk]})
+    response = staff_client.post(
+        "/admin/search/contentitem/", {"action": "mark_reviewed", "_selected_action": [item.pk]}
+    )
 
     # then
     item.refresh_from_db()
@@ -140,8 +145,9 @@ def test_admin_mark_reviewed_action(staff_client: Client) -> None:
 @pytest.mark.django_db
 def test_admin_item_page_shows_the_quality_breakdown(staff_client: Client) -> None:
     # given a scored item
-    item = make_item(title="Scored", summary="A summary.",
-                     next_review_date=timezone.localdate() - timedelta(days=3))
+    item = make_item(
+        title="Scored", summary="A summary.", next_review_date=timezone.localdate() - timedelta(days=3)
+    )
     quality.quality_scores_update(now=timezone.now())
 
     # when
@@ -161,17 +167,22 @@ def eager_tasks() -> object:
 
 
 @pytest.mark.django_db
-def test_admin_regenerate_summary_action(staff_client: Client, django_capture_on_commit_callbacks, settings,
-                                         eager_tasks: None) -> None:
+def test_admin_regenerate_summary_action(
+    staff_client: Client, django_capture_on_commit_callbacks, settings, eager_tasks: None
+) -> None:
     # given an item without a summary, no OpenAI key, and tasks run in-process
     settings.OPENAI_API_KEY = ""
-    item = make_item(title="Tender pricing", body="Pricing a tender needs a clear method for every cost line. "
-                     "Managers compare each cost line against the budget before the deadline.")
+    item = make_item(
+        title="Tender pricing",
+        body="Pricing a tender needs a clear method for every cost line. "
+        "Managers compare each cost line against the budget before the deadline.",
+    )
 
     # when
     with django_capture_on_commit_callbacks(execute=True):
-        response = staff_client.post("/admin/search/contentitem/", {"action": "regenerate_summary",
-                                                                     "_selected_action": [item.pk]})
+        response = staff_client.post(
+            "/admin/search/contentitem/", {"action": "regenerate_summary", "_selected_action": [item.pk]}
+        )
 
     # then a local summary was written and the run recorded
     item.refresh_from_db()
@@ -184,8 +195,13 @@ def test_admin_regenerate_summary_action(staff_client: Client, django_capture_on
 @pytest.mark.django_db
 def test_admin_lists_job_runs(staff_client: Client) -> None:
     # given a failed run
-    JobRun.objects.create(job="quality_scores", period="2025-03-10", status=JobRun.Status.FAILED,
-                          started_at=timezone.now(), error="ValueError: boom\n")
+    JobRun.objects.create(
+        job="quality_scores",
+        period="2025-03-10",
+        status=JobRun.Status.FAILED,
+        started_at=timezone.now(),
+        error="ValueError: boom\n",
+    )
 
     # when
     html = staff_client.get("/admin/search/jobrun/").content.decode()
@@ -193,3 +209,23 @@ def test_admin_lists_job_runs(staff_client: Client) -> None:
     # then
     assert "quality_scores" in html and "ValueError: boom" in html
     assert staff_client.get("/admin/search/jobrun/add/").status_code == 403
+
+
+@pytest.mark.django_db
+def test_flag_reviews_command() -> None:
+    # given an overdue item not flagged yet
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    item = make_item(title="Late", next_review_date=timezone.localdate() - timedelta(days=2))
+    out = StringIO()
+
+    # when
+    call_command("flag_reviews", stdout=out)
+
+    # then
+    item.refresh_from_db()
+    assert item.governance_review_status == ReviewStatus.OVERDUE
+    assert "1 → overdue" in out.getvalue() and "now 1 overdue" in out.getvalue()
+    assert JobRun.objects.get(job=jobs.REVIEW_FLAGS).period is None  # ad hoc: never blocks the daily claim

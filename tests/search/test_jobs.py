@@ -80,8 +80,9 @@ def test_a_failure_is_recorded_then_the_retry_takes_the_period_over() -> None:
 @pytest.mark.django_db
 def test_a_period_left_running_by_a_killed_worker_is_taken_over() -> None:
     # given a claim whose process died (its row says running; nobody holds the lock)
-    dead = JobRun.objects.create(job="quality_scores", period="2025-03-10", started_at=timezone.now(),
-                                 host="gone:1")
+    dead = JobRun.objects.create(
+        job="quality_scores", period="2025-03-10", started_at=timezone.now(), host="gone:1"
+    )
 
     # when the message is delivered again
     outcome = job_execute(job="quality_scores", period="2025-03-10", run=lambda: JobResult(items_touched=5))
@@ -115,8 +116,9 @@ def test_two_processes_at_once_run_the_job_once() -> None:
 
     def second_delivery() -> None:
         try:
-            seen["outcome"] = job_execute(job="review_flags", period="2025-03-10",
-                                          run=lambda: JobResult(items_touched=99))
+            seen["outcome"] = job_execute(
+                job="review_flags", period="2025-03-10", run=lambda: JobResult(items_touched=99)
+            )
             with pytest.raises(jobs.JobBusy):
                 job_execute(job="review_flags", run=lambda: JobResult(), if_busy="raise")
             seen["raised"] = True

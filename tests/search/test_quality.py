@@ -75,6 +75,10 @@ def test_naive_now_is_refused_with_the_fix() -> None:
         cadence_compliance_penalty(TODAY, datetime(2025, 3, 10, 12, 0))  # noqa: DTZ001 - the point of the test
 
 
+def _completeness(breakdown: quality.QualityBreakdown) -> dict[str, float]:
+    return {key: breakdown[key] for key in quality.COMPLETENESS_KEYS}  # type: ignore[literal-required]
+
+
 COMPLETE = QualityInputs(
     updated_at=NOW - timedelta(days=10),
     summary="A summary.",
@@ -92,7 +96,7 @@ def test_complete_fresh_item_scores_100_with_its_breakdown() -> None:
     # then
     assert breakdown["score"] == 100
     assert breakdown["freshness"] == 40
-    assert breakdown["completeness"] == {"summary": 20, "keywords": 15, "body": 15, "author": 5, "domain": 5}
+    assert _completeness(breakdown) == {"summary": 20, "keywords": 15, "body": 15, "author": 5, "domain": 5}
     assert breakdown["cadence_penalty"] == 0
     assert breakdown["days_to_review"] is None
     assert breakdown["as_of"] == "2025-03-10"
@@ -107,7 +111,7 @@ def test_each_component_counts() -> None:
 
     # then
     assert breakdown["freshness"] == pytest.approx(40 * (730 - 410) / 640, abs=0.01)
-    assert breakdown["completeness"] == {"summary": 0, "keywords": 5, "body": 7.5, "author": 0, "domain": 0}
+    assert _completeness(breakdown) == {"summary": 0, "keywords": 5, "body": 7.5, "author": 0, "domain": 0}
     assert breakdown["score"] == pytest.approx(breakdown["freshness"] + 12.5, abs=0.01)
 
 
@@ -133,8 +137,9 @@ def test_penalty_is_subtracted_and_the_score_never_goes_negative() -> None:
 def test_preservation_rule_no_review_date_scores_as_without_the_penalty() -> None:
     # given the same item without a review date, and with one far away (no penalty either)
     without = quality_compute(COMPLETE, now=NOW)
-    far = quality_compute(QualityInputs(**{**COMPLETE.__dict__, "next_review_date": TODAY + timedelta(days=90)}),
-                          now=NOW)
+    far = quality_compute(
+        QualityInputs(**{**COMPLETE.__dict__, "next_review_date": TODAY + timedelta(days=90)}), now=NOW
+    )
 
     # then the score is exactly the base score
     assert without["score"] == without["base"] == far["score"]
@@ -153,14 +158,20 @@ def test_preservation_rule_holds_for_any_item(
     age_days: int, summary: str, keywords: list[str], body_chars: int, author: str, domain: str
 ) -> None:
     # given any item without a review date
-    inputs = QualityInputs(updated_at=NOW - timedelta(days=age_days), summary=summary, keywords=keywords,
-                           body_chars=body_chars, author_name=author, primary_domain=domain)
+    inputs = QualityInputs(
+        updated_at=NOW - timedelta(days=age_days),
+        summary=summary,
+        keywords=keywords,
+        body_chars=body_chars,
+        author_name=author,
+        primary_domain=domain,
+    )
 
     # when
     breakdown = quality_compute(inputs, now=NOW)
 
     # then its score is its freshness plus completeness, untouched by the penalty
-    expected = round(breakdown["freshness"] + sum(breakdown["completeness"].values()), 2)
+    expected = round(breakdown["freshness"] + sum(_completeness(breakdown).values()), 2)
     assert breakdown["cadence_penalty"] == 0
     assert breakdown["score"] == pytest.approx(expected, abs=0.011)
     assert 0 <= breakdown["score"] <= 100
@@ -179,8 +190,15 @@ def test_breakdown_rows_for_display() -> None:
 def test_scores_are_stored_on_items_and_rerunning_writes_nothing() -> None:
     # given two items: one complete and overdue, one bare without a review date
     now = datetime.now(UTC)
-    overdue = make_item(title="Overdue", body="x" * 1600, summary="Sum.", ai_keywords=["a", "b", "c"],
-                        author_name="Ana", primary_domain="bids", next_review_date=now.date() - timedelta(days=3))
+    overdue = make_item(
+        title="Overdue",
+        body="x" * 1600,
+        summary="Sum.",
+        ai_keywords=["a", "b", "c"],
+        author_name="Ana",
+        primary_domain="bids",
+        next_review_date=now.date() - timedelta(days=3),
+    )
     bare = make_item(title="Bare", body="short")
 
     # when
@@ -211,5 +229,29 @@ def test_scores_use_the_live_revision_and_can_target_items() -> None:
 
     # then the live text counts (no summary), and the other item was not touched
     item.refresh_from_db()
-    assert item.quality_breakdown["completeness"]["summary"] == 0
+    assert item.quality_breakdown["summary"] == 0
     assert ContentItem.objects.get(pk=other.pk).quality_breakdown == {}
+
+
+@pytest.mark.django_db
+def test_score_quality_command() -> None:
+    # given two unscored items
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from search.models import JobRun
+
+    first = make_item(title="One")
+    make_item(title="Two")
+    out, err = StringIO(), StringIO()
+
+    # when only the first is asked for, then all
+    call_command("score_quality", "--item", str(first.pk), stdout=out, stderr=err)
+    call_command("score_quality", stdout=out, stderr=StringIO())
+
+    # then
+    assert "1 of 1 item(s) changed score" in out.getvalue()
+    assert "1 of 2 item(s) changed score" in out.getvalue()
+    assert "quality" in err.getvalue()  # the progress bar
+    assert JobRun.objects.filter(job="quality_scores", status="succeeded").count() == 2

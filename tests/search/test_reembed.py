@@ -1,9 +1,9 @@
-"""Embedding backfill with back-off, `reembed` to a new model, and the OpenAI embedder against a local fake."""
+"""Embedding backfill with back-off, `reembed` to a new model, the OpenAI embedder against a local fake."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from io import StringIO
 
 import pytest
@@ -18,9 +18,15 @@ from search.services import jobs, reembed, retrieve, vector
 from search.services.embeddings import HashEmbedder, OpenAIEmbedder, get_provider
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
-from tests.search.fake_openai import FakeOpenAI, fake_openai, fake_vector  # noqa: F401 - the fixture
+from tests.search.fake_openai import FakeOpenAI, fake_vector, serving
 
 STAFF = Principal(kind="staff", all_content=True)
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    with serving() as server:
+        yield server
 
 
 class FlakyEmbedder(HashEmbedder):
@@ -39,8 +45,10 @@ class FlakyEmbedder(HashEmbedder):
 
 
 def _corpus(n: int = 6) -> list[int]:
-    return [make_item(title=f"Tender guide {i}", body=f"Pricing tenders, lesson {i}: costs and margins.").pk
-            for i in range(n)]
+    return [
+        make_item(title=f"Tender guide {i}", body=f"Pricing tenders, lesson {i}: costs and margins.").pk
+        for i in range(n)
+    ]
 
 
 def _expected(provider: HashEmbedder) -> dict[int, list[float]]:
@@ -50,8 +58,10 @@ def _expected(provider: HashEmbedder) -> dict[int, list[float]]:
 
 
 def _stored(model: str) -> dict[int, list[float]]:
-    return {pk: list(map(float, emb)) for pk, emb in
-            Chunk.objects.current().filter(embedding_model=model).values_list("pk", "embedding")}
+    return {
+        pk: list(map(float, emb))
+        for pk, emb in Chunk.objects.current().filter(embedding_model=model).values_list("pk", "embedding")
+    }
 
 
 def _assert_same_vectors(stored: dict[int, list[float]], expected: dict[int, list[float]]) -> None:
@@ -75,7 +85,9 @@ def test_backfill_backs_off_and_resumes_when_the_provider_fails(monkeypatch: pyt
     sleeps: list[float] = []
 
     # when
-    done = reembed.embeddings_backfill_run(provider=provider, sleep=sleeps.append, base_delay_s=2, max_delay_s=60)
+    done = reembed.embeddings_backfill_run(
+        provider=provider, sleep=sleeps.append, base_delay_s=2, max_delay_s=60
+    )
 
     # then it waited 2 s then 4 s, and embedded everything exactly once
     assert sleeps == [2, 4]
@@ -93,8 +105,9 @@ def test_backfill_gives_up_after_its_attempts_and_keeps_progress(monkeypatch: py
 
     # when / then
     with pytest.raises(EmbeddingUnavailable):
-        reembed.embeddings_backfill_run(provider=provider, sleep=sleeps.append, attempts=3, base_delay_s=1,
-                                        max_delay_s=1.5)
+        reembed.embeddings_backfill_run(
+            provider=provider, sleep=sleeps.append, attempts=3, base_delay_s=1, max_delay_s=1.5
+        )
     assert sleeps == [1, 1.5]  # capped
     assert len(_stored(provider.name)) == 2  # the committed batch stays
 
@@ -150,15 +163,25 @@ def test_reembed_moves_the_corpus_to_the_configured_model(settings) -> None:
     assert (space.model, space.dimensions) == ("hash-256", 256)
     assert list(EmbeddingSpace.objects.filter(active=True).values_list("model", flat=True)) == ["hash-256"]
     assert _index_exists("hash-256") and not _index_exists("hash-384")
-    result = retrieve(query=RetrievalQuery(text="pricing tenders margins", principal=STAFF, corpus="latest",
-                                           mode="vector", limit=5, threshold=0.0))
+    result = retrieve(
+        query=RetrievalQuery(
+            text="pricing tenders margins",
+            principal=STAFF,
+            corpus="latest",
+            mode="vector",
+            limit=5,
+            threshold=0.0,
+        )
+    )
     assert result.hits and not result.degraded
     run = JobRun.objects.get(job=jobs.REEMBED)
     assert run.status == JobRun.Status.SUCCEEDED and run.items_touched == 4
 
 
 @pytest.mark.django_db
-def test_reembed_interrupted_then_rerun_reaches_the_same_state(settings, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reembed_interrupted_then_rerun_reaches_the_same_state(
+    settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # given a hash-384 corpus moving to hash-256, and a provider that dies after the first batch
     monkeypatch.setattr(vector, "EMBED_BATCH", 2)
     _corpus(5)
@@ -210,7 +233,7 @@ def test_backfill_command_explains_a_provider_outage(monkeypatch: pytest.MonkeyP
 
 
 @pytest.fixture
-def openai_embedding_settings(settings, fake_openai: FakeOpenAI):  # noqa: F811
+def openai_embedding_settings(settings, fake_openai: FakeOpenAI):
     settings.OPENAI_API_KEY = "sk-test"
     settings.OPENAI_BASE_URL = fake_openai.url
     settings.OPENAI_EMBEDDING_MODEL = "text-embedding-3-large"
@@ -220,7 +243,7 @@ def openai_embedding_settings(settings, fake_openai: FakeOpenAI):  # noqa: F811
     return settings
 
 
-def test_openai_embedder_through_the_real_client(openai_embedding_settings, fake_openai: FakeOpenAI) -> None:  # noqa: F811
+def test_openai_embedder_through_the_real_client(openai_embedding_settings, fake_openai: FakeOpenAI) -> None:
     # given
     embedder = OpenAIEmbedder()
 
@@ -237,7 +260,8 @@ def test_openai_embedder_through_the_real_client(openai_embedding_settings, fake
 
 
 def test_openai_embedder_gives_up_on_a_hanging_server_within_its_bounds(
-    openai_embedding_settings, fake_openai: FakeOpenAI  # noqa: F811
+    openai_embedding_settings,
+    fake_openai: FakeOpenAI,
 ) -> None:
     # given a server that never answers; timeout 0.4 s, one retry
     fake_openai.hang = True
@@ -255,7 +279,8 @@ def test_openai_embedder_gives_up_on_a_hanging_server_within_its_bounds(
 
 
 def test_openai_embedder_retries_server_errors_a_bounded_number_of_times(
-    openai_embedding_settings, fake_openai: FakeOpenAI  # noqa: F811
+    openai_embedding_settings,
+    fake_openai: FakeOpenAI,
 ) -> None:
     # given a server answering 500, then a healthy one after one failure
     fake_openai.fail_status = 500

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from io import StringIO
 
 import pytest
@@ -12,7 +13,7 @@ from search.models import ContentItem, JobRun
 from search.services import jobs, summaries
 from search.services.summaries import SummaryUnavailable, summary_extractive
 from tests.factories import make_item
-from tests.search.fake_openai import FakeOpenAI, fake_openai  # noqa: F401 - the fixture
+from tests.search.fake_openai import FakeOpenAI, serving
 
 BODY = """# Pricing a tender
 
@@ -38,6 +39,12 @@ Weather was nice.
 """
 
 
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    with serving() as server:
+        yield server
+
+
 def test_extractive_summary_picks_representative_prose_in_order() -> None:
     # when
     text = summary_extractive(BODY)
@@ -61,13 +68,15 @@ def test_extractive_summary_is_bounded_and_handles_empty_bodies() -> None:
 
 
 def test_extractive_summary_in_french() -> None:
-    body = ("Le résumé exécutif est souvent la première page lue par le décideur. "
-            "Il doit convaincre que le candidat a compris le besoin de l'acheteur. Il fait une page.")
+    body = (
+        "Le résumé exécutif est souvent la première page lue par le décideur. "
+        "Il doit convaincre que le candidat a compris le besoin de l'acheteur. Il fait une page."
+    )
     assert summary_extractive(body).startswith("Le résumé exécutif est souvent")
 
 
 @pytest.fixture
-def openai_settings(settings, fake_openai: FakeOpenAI):  # noqa: F811
+def openai_settings(settings, fake_openai: FakeOpenAI):
     settings.OPENAI_API_KEY = "sk-test"
     settings.OPENAI_BASE_URL = fake_openai.url
     settings.OPENAI_SUMMARY_MODEL = "gpt-test-mini"
@@ -77,7 +86,7 @@ def openai_settings(settings, fake_openai: FakeOpenAI):  # noqa: F811
 
 
 @pytest.mark.django_db
-def test_openai_summary_through_the_real_client(openai_settings, fake_openai: FakeOpenAI) -> None:  # noqa: F811
+def test_openai_summary_through_the_real_client(openai_settings, fake_openai: FakeOpenAI) -> None:
     # given a published item with a newer draft, OpenAI configured
     from search.services import content
 
@@ -100,16 +109,18 @@ def test_openai_summary_through_the_real_client(openai_settings, fake_openai: Fa
     assert request["model"] == "gpt-test-mini"
     assert "Pricing a tender" in request["messages"][1]["content"]
     # the revision hash follows the new summary, so an unchanged admin save makes no new revision
-    _, changed = content.item_save_revision(item=item, title="Pricing a tender", body=BODY + "\nMore.",
-                                            summary=fake_openai.summary_text)
+    _, changed = content.item_save_revision(
+        item=item, title="Pricing a tender", body=BODY + "\nMore.", summary=fake_openai.summary_text
+    )
     assert changed is False
     # and the quality score now counts the summary
-    assert item.quality_breakdown["completeness"]["summary"] == 20
+    assert item.quality_breakdown["summary"] == 20
 
 
 @pytest.mark.django_db
 def test_openai_failure_raises_summary_unavailable_and_keeps_the_summary(
-    openai_settings, fake_openai: FakeOpenAI  # noqa: F811
+    openai_settings,
+    fake_openai: FakeOpenAI,
 ) -> None:
     # given a server answering 500
     item = make_item(title="T", body=BODY, summary="Kept.")
@@ -125,7 +136,9 @@ def test_openai_failure_raises_summary_unavailable_and_keeps_the_summary(
 
 @pytest.mark.django_db
 def test_task_retries_provider_errors_with_the_items_not_done(
-    openai_settings, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    openai_settings,
+    fake_openai: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # given two items and a provider that fails once, on the second item
     from search.tasks import summaries_task

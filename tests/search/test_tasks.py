@@ -1,4 +1,4 @@
-"""Celery tasks: the beat schedule, once-per-period daily jobs, and real workers (end to end, killed mid-task)."""
+"""Celery tasks: the beat schedule, once-per-period daily jobs, real workers (end to end, killed mid-task)."""
 
 from __future__ import annotations
 
@@ -29,9 +29,15 @@ from search.tasks import (
     review_flags_task,
 )
 from tests.factories import make_item
-from tests.search.fake_openai import FakeOpenAI, fake_openai, fake_vector  # noqa: F401 - the fixture
+from tests.search.fake_openai import FakeOpenAI, fake_vector, serving
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    with serving() as server:
+        yield server
 
 
 def test_beat_schedule_runs_the_governance_jobs_at_their_times() -> None:
@@ -100,8 +106,9 @@ def test_duplicate_beat_deliveries_at_the_same_moment_run_once(monkeypatch: pyte
     def slow_update(**kwargs: object) -> int:
         calls.append(1)
         if len(calls) == 1:
-            other = threading.Thread(target=lambda: (outcomes.append(quality_scores_task.apply().get()),
-                                                     connection.close()))
+            other = threading.Thread(
+                target=lambda: (outcomes.append(quality_scores_task.apply().get()), connection.close())
+            )
             other.start()
             other.join(timeout=30)
         return original(**kwargs)  # type: ignore[arg-type]
@@ -168,8 +175,14 @@ def test_index_build_task_still_debounces_and_builds() -> None:
 def _worker_env(**extra: str) -> dict[str, str]:
     """The test process's environment, pointed at the test database (the worker must see our rows)."""
     url = urlparse(os.environ["DATABASE_URL"])._replace(path="/" + connection.settings_dict["NAME"]).geturl()
-    return {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "DATABASE_URL": url,
-            "REDIS_URL": settings.REDIS_URL, "EMBEDDING_PROVIDER": "hash", **extra}
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.test",
+        "DATABASE_URL": url,
+        "REDIS_URL": settings.REDIS_URL,
+        "EMBEDDING_PROVIDER": "hash",
+        **extra,
+    }
 
 
 def _wait(predicate: Callable[[], bool], *, timeout: float, what: str, interval: float = 0.1) -> None:
@@ -188,21 +201,48 @@ class Worker:
         self.log = tmp_path / f"worker-{uuid.uuid4().hex[:6]}.log"
         self._handle = self.log.open("w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "-P", "solo", "-Q", queue,
-             "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
-             "-n", f"{queue}-{uuid.uuid4().hex[:4]}@%h"],
-            cwd=ROOT, env=env, stdout=self._handle, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "-P",
+                "solo",
+                "-Q",
+                queue,
+                "--loglevel",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"{queue}-{uuid.uuid4().hex[:4]}@%h",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self._handle,
+            stderr=subprocess.STDOUT,
         )
-        _wait(lambda: "ready." in self.text() or self.proc.poll() is not None, timeout=120, what="the worker",
-              interval=0.2)
+        _wait(
+            lambda: "ready." in self.text() or self.proc.poll() is not None,
+            timeout=120,
+            what="the worker",
+            interval=0.2,
+        )
         assert self.proc.poll() is None, f"the worker exited:\n{self.text()[-3000:]}"
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
 
     def wait_done(self, task_id: str, *, timeout: float = 90) -> None:
-        _wait(lambda: f"[{task_id}] succeeded" in self.text() or f"[{task_id}] raised" in self.text(),
-              timeout=timeout, what=f"task {task_id}\n{self.text()[-3000:]}", interval=0.2)
+        _wait(
+            lambda: f"[{task_id}] succeeded" in self.text() or f"[{task_id}] raised" in self.text(),
+            timeout=timeout,
+            what=f"task {task_id}\n{self.text()[-3000:]}",
+            interval=0.2,
+        )
         assert f"[{task_id}] succeeded" in self.text(), self.text()[-3000:]
 
     def stop(self) -> None:
@@ -272,7 +312,8 @@ def _long_body(i: int) -> str:
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_killed_mid_task_then_rerun_reaches_the_same_state(
-    workers: Callable[..., Worker], fake_openai: FakeOpenAI  # noqa: F811
+    workers: Callable[..., Worker],
+    fake_openai: FakeOpenAI,
 ) -> None:
     # given > 2 batches of chunks, and a worker embedding through a slow (fake) OpenAI
     for i in range(10):
@@ -281,8 +322,14 @@ def test_a_worker_killed_mid_task_then_rerun_reaches_the_same_state(
     assert total > 2 * vector.EMBED_BATCH
     model = "text-embedding-3-large@16"
     fake_openai.delay_s = 1.0
-    env = {"EMBEDDING_PROVIDER": "openai", "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake_openai.url,
-           "OPENAI_EMBEDDING_DIMENSIONS": "16", "OPENAI_MAX_RETRIES": "0", "OPENAI_TIMEOUT_S": "20"}
+    env = {
+        "EMBEDDING_PROVIDER": "openai",
+        "OPENAI_API_KEY": "sk-test",
+        "OPENAI_BASE_URL": fake_openai.url,
+        "OPENAI_EMBEDDING_DIMENSIONS": "16",
+        "OPENAI_MAX_RETRIES": "0",
+        "OPENAI_TIMEOUT_S": "20",
+    }
     queue = f"kbtest-{uuid.uuid4().hex[:8]}"
 
     def embedded() -> int:

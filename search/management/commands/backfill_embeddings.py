@@ -13,11 +13,17 @@ from ._progress import progress_bar
 
 
 class Command(BaseCommand):
-    help = "Embed current chunks lacking a vector of the active model, in batches. Safe to interrupt and rerun."
+    help = (
+        "Embed current chunks lacking a vector of the active model, in batches. Safe to interrupt and rerun."
+    )
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--attempts", type=int, default=reembed.BACKOFF_ATTEMPTS,
-                            help="consecutive provider failures before giving up (default %(default)s)")
+        parser.add_argument(
+            "--attempts",
+            type=int,
+            default=reembed.BACKOFF_ATTEMPTS,
+            help="consecutive provider failures before giving up (default %(default)s)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         if opts["attempts"] < 1:
@@ -25,6 +31,7 @@ class Command(BaseCommand):
         try:
             total = reembed.embeddings_pending_count()
             with progress_bar(self, total=total, desc="embed") as update:
+
                 def _run() -> jobs.JobResult:
                     done = reembed.embeddings_backfill_run(progress=update, attempts=opts["attempts"])
                     return jobs.JobResult(items_touched=done, detail={"embedded": done})
@@ -37,5 +44,7 @@ class Command(BaseCommand):
                 f"{exc.message} Embedded chunks are kept; run this command again when the provider answers."
             ) from exc
         if outcome.status == "busy":
-            raise CommandError("An embedding backfill is running in another process; it will embed these chunks.")
+            raise CommandError(
+                "An embedding backfill is running in another process; it will embed these chunks."
+            )
         self.stdout.write(f"{outcome.items_touched} chunk(s) embedded (run {outcome.run_id})")

@@ -26,6 +26,7 @@ class Command(BaseCommand):
             raise CommandError("The review flagger is running in another process; try again in a minute.")
         counts = governance.review_counts(today=today)
         self.stdout.write(
-            f"flags changed: {moved['overdue']} → overdue, {moved['due_soon']} → due soon, {moved['ok']} → ok; "
+            f"flags changed: {moved['overdue']} → overdue, {moved['due_soon']} → due soon, "
+            f"{moved['ok']} → ok; "
             f"now {counts['overdue']} overdue, {counts['due_soon']} due soon (run {outcome.run_id})"
         )

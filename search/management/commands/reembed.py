@@ -15,8 +15,10 @@ from ._progress import progress_bar
 
 
 class Command(BaseCommand):
-    help = ("Embed every current chunk with the configured model, make it the model the vector lane "
-            "searches, and build its HNSW index. Safe to interrupt: run it again to continue.")
+    help = (
+        "Embed every current chunk with the configured model, make it the model the vector lane "
+        "searches, and build its HNSW index. Safe to interrupt: run it again to continue."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--dry-run", action="store_true", help="only say what would be embedded")
@@ -26,12 +28,15 @@ class Command(BaseCommand):
         active = EmbeddingSpace.objects.filter(active=True).first()
         pending = reembed.reembed_pending_count(provider=provider)
         source = f"{active.model} ({active.dimensions} dims)" if active else "no model"
-        self.stdout.write(f"from {source} to {provider.name} ({provider.dimensions} dims): {pending} chunk(s) to embed")
+        self.stdout.write(
+            f"from {source} to {provider.name} ({provider.dimensions} dims): {pending} chunk(s) to embed"
+        )
         if opts["dry_run"]:
             return
         report: dict[str, Any] = {}
         try:
             with progress_bar(self, total=pending, desc="reembed") as update:
+
                 def _run() -> jobs.JobResult:
                     report.update(reembed.corpus_reembed(provider=provider, progress=update))
                     return jobs.JobResult(items_touched=report["embedded"], detail=report)

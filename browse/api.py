@@ -1,0 +1,169 @@
+"""The browse JSON API: live preview, full search, recent searches.
+
+CSRF policy (see docs/browse.md): ``POST /api/search`` reads nothing private that an anonymous
+caller could not, so it is open to API clients without a session (no CSRF token needed; the body
+must be ``application/json``, which a cross-site form cannot send). A caller with a session cookie
+(the site's own JavaScript, a signed-in user) must send the ``X-CSRFToken`` header. Recent-search
+writes always require a session and the header (Django's middleware).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods
+
+from browse import selectors as browse_selectors, services as browse_services
+from browse.params import filters_from_params
+from browse.presenters import hit_json
+from browse.schemas import PreviewRequest, SearchRequest, parse_model
+from browse.views import spend
+from search import selectors
+from search.errors import NotFound, SearchError
+from search.principal import principal_for_user
+from search.services import retrieve
+from search.types import RetrievalQuery
+
+logger = logging.getLogger(__name__)
+
+
+def error_response(status: int, code: str, message: str, *, field: str | None = None,
+                   retry_after: int | None = None) -> JsonResponse:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if field:
+        body["field"] = field
+    if retry_after:
+        body["retry_after"] = retry_after
+    response = JsonResponse({"error": body}, status=status)
+    if retry_after:
+        response["Retry-After"] = str(retry_after)
+    return response
+
+
+def _search_error(exc: SearchError) -> JsonResponse:
+    status = 404 if isinstance(exc, NotFound) else 400
+    return error_response(status, exc.code, exc.message, field=exc.field)
+
+
+def _rate_limited(retry_after: int, what: str) -> JsonResponse:
+    return error_response(
+        429, "rate_limited", f"Too many {what}; try again in {retry_after} s.", retry_after=retry_after
+    )
+
+
+def _csrf_failure(request: HttpRequest) -> HttpResponse | None:
+    """Enforce CSRF only for callers carrying a session (see the module docstring)."""
+    if not request.user.is_authenticated:
+        return None
+
+    def _view(_request: HttpRequest) -> HttpResponse:  # a non-exempt callback for the middleware
+        return HttpResponse()
+
+    if CsrfViewMiddleware(_view).process_view(request, _view, (), {}) is None:
+        return None
+    return error_response(
+        403, "csrf_failed",
+        "Signed-in requests must send the CSRF token in the X-CSRFToken header (the csrftoken cookie's value); "
+        "API clients can call without a session cookie instead.",
+    )
+
+
+@require_GET
+def search_preview(request: HttpRequest) -> JsonResponse:
+    """``GET /api/search/preview?q=&limit=8``: search-as-you-type, title matches first (60/min)."""
+    try:
+        params = parse_model(PreviewRequest, {k: request.GET.get(k) for k in ("q", "limit") if k in request.GET})
+    except SearchError as exc:
+        return _search_error(exc)
+    limit = spend(request, "preview")
+    if limit.limited:
+        return _rate_limited(limit.retry_after, "previews")
+    principal = principal_for_user(request.user)
+    try:
+        hits = selectors.preview_search(principal=principal, text=params.q, limit=params.limit)
+    except SearchError as exc:
+        return _search_error(exc)
+    results = [
+        {"id": h.id, "title": h.title, "content_type": h.content_type, "primary_domain": h.primary_domain,
+         "url": h.url}
+        for h in hits
+    ]
+    return JsonResponse({"results": results, "count": len(results)})
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+def search_api(request: HttpRequest) -> HttpResponse:
+    """``POST /api/search`` with ``{query, threshold, limit, cursor, filters}`` (30/min, shared with GraphQL)."""
+    failure = _csrf_failure(request)
+    if failure is not None:
+        return failure
+    if request.content_type != "application/json":
+        return error_response(415, "unsupported_media_type",
+                              "Send a JSON object with the header Content-Type: application/json.", field="body")
+    try:
+        data = json.loads(request.body or b"null")
+    except RequestDataTooBig:
+        return error_response(413, "too_large", "The request body is too large.", field="body")
+    except (ValueError, UnicodeDecodeError):
+        return error_response(400, "invalid_json", "The body is not valid JSON.", field="body")
+    if not isinstance(data, dict):
+        return error_response(400, "invalid_json", "The body must be a JSON object.", field="body")
+    try:
+        body = parse_model(SearchRequest, data)
+    except SearchError as exc:
+        return _search_error(exc)
+    try:
+        filters = filters_from_params(body.filters, strict=True)
+    except SearchError as exc:
+        return error_response(400, exc.code, f"filters.{exc.message}", field=f"filters.{exc.field or ''}".rstrip("."))
+    limit = spend(request, "search")
+    if limit.limited:
+        return _rate_limited(limit.retry_after, "searches")
+    query = RetrievalQuery(
+        text=body.query, principal=principal_for_user(request.user), filters=filters, limit=body.limit,
+        cursor=body.cursor, threshold=body.threshold, with_facets=True,
+    )
+    try:
+        result = retrieve(query=query)
+    except SearchError as exc:
+        return _search_error(exc)
+    return JsonResponse({
+        "results": [hit_json(h) for h in result.hits],
+        "count": result.total,
+        "facets": result.facets,
+        "partial_match": result.partial_match,
+        "degraded": list(result.degraded),
+        "next_cursor": result.next_cursor,
+    })
+
+
+@require_http_methods(["GET", "POST", "DELETE"])
+def recent_searches(request: HttpRequest) -> JsonResponse:
+    """Signed-in users' recent searches: GET lists, POST ``{query}`` records, DELETE clears."""
+    if not request.user.is_authenticated:
+        return error_response(
+            403, "sign_in_required",
+            "Recent searches are kept on the server for signed-in users; anonymous visitors keep them in the browser.",
+        )
+    user_id = request.user.pk
+    if request.method == "POST":
+        try:
+            data = json.loads(request.body or b"{}")
+            query = data.get("query") if isinstance(data, dict) else None
+            if not isinstance(query, str):
+                raise SearchError("query is required: send {\"query\": \"…\"}.", field="query")
+            browse_services.recent_search_record(user_id=user_id, query=query)
+        except (ValueError, UnicodeDecodeError):
+            return error_response(400, "invalid_json", "The body is not valid JSON.", field="body")
+        except SearchError as exc:
+            return _search_error(exc)
+    elif request.method == "DELETE":
+        browse_services.recent_search_clear(user_id=user_id)
+    return JsonResponse({"results": browse_selectors.recent_searches_list(user_id=user_id)})

@@ -1,0 +1,184 @@
+"""URL parameters ⇄ the engine's ``SearchFilters``, in one place.
+
+Every surface that speaks in URL parameters (the browse page, ``/search``, ``POST /api/search``'s
+``filters`` object, presets) parses them here, so a parameter means the same thing everywhere.
+
+Parameters (all optional; repeat a list parameter or separate values with commas):
+
+=========================  ==========================================================================
+``domain``, ``subtopic``,  list of values; an item matches any of them (case-insensitive)
+``content_type``,
+``platform``, ``author``,
+``layer``, ``source``
+``language``               ISO code (``en``, ``fr``, ``ar``)
+``include_qa``             boolean, default true; ``0`` hides Q&A items
+``date_from``, ``date_to`` ``YYYY-MM-DD``, on the item's last update
+``freshness``              updated within this many days (1–3650)
+``overdue_review``         boolean: only items whose review is overdue (``0``: only those that are not)
+``review_due_within_days`` next review due within this many days (1–365)
+``unread_only``            boolean: hide items the signed-in user has opened
+``include_superseded``     boolean: also show items replaced by a newer one
+=========================  ==========================================================================
+
+Booleans accept ``1/0``, ``true/false``, ``on/off``, ``yes/no``; when a URL repeats a boolean, the last
+value wins (a hidden ``include_qa=0`` followed by a checked ``include_qa=1`` checkbox means true).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import date
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+from search.errors import InvalidQuery
+from search.types import SearchFilters
+
+LIST_PARAMS = ("domain", "subtopic", "content_type", "platform", "author", "layer", "source")
+SCALAR_PARAMS = (
+    "language", "include_qa", "date_from", "date_to", "freshness", "overdue_review",
+    "review_due_within_days", "unread_only", "include_superseded",
+)
+FILTER_PARAMS: tuple[str, ...] = LIST_PARAMS + SCALAR_PARAMS
+# Parameters that are part of a browse URL's state but are not filters.
+STATE_PARAMS = ("q", "sort", "cursor", "from_bid")
+MAX_VALUES = 20
+MAX_VALUE_CHARS = 120
+
+
+class FilterParams(BaseModel):
+    """The filter parameters, validated. ``extra="forbid"``: an unknown key is an error naming it."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    domain: list[str] = Field(default_factory=list, description="primary domain(s)")
+    subtopic: list[str] = Field(default_factory=list)
+    content_type: list[str] = Field(default_factory=list)
+    platform: list[str] = Field(default_factory=list)
+    author: list[str] = Field(default_factory=list)
+    layer: list[str] = Field(default_factory=list)
+    source: list[str] = Field(default_factory=list)
+    language: str | None = Field(default=None, max_length=8)
+    include_qa: bool = True
+    date_from: date | None = None
+    date_to: date | None = None
+    freshness: int | None = Field(default=None, ge=1, le=3650, description="updated within N days")
+    overdue_review: bool | None = None
+    review_due_within_days: int | None = Field(default=None, ge=1, le=365)
+    unread_only: bool = False
+    include_superseded: bool = False
+
+    @field_validator(*LIST_PARAMS, mode="before")
+    @classmethod
+    def _split_list(cls, value: Any) -> list[str]:
+        if value is None:
+            return []
+        raw = [value] if isinstance(value, str) else list(value)
+        values: list[str] = []
+        for entry in raw:
+            if not isinstance(entry, str):
+                raise ValueError("each value must be a string")
+            for part in entry.split(","):
+                part = part.strip()
+                if not part:
+                    continue
+                if len(part) > MAX_VALUE_CHARS:
+                    raise ValueError(f"values are at most {MAX_VALUE_CHARS} characters")
+                if part not in values:
+                    values.append(part)
+        if len(values) > MAX_VALUES:
+            raise ValueError(f"at most {MAX_VALUES} values")
+        return values
+
+    @field_validator("date_to")
+    @classmethod
+    def _date_order(cls, value: date | None, info: ValidationInfo) -> date | None:
+        start = info.data.get("date_from")
+        if value and start and start > value:
+            raise ValueError("must be on or after date_from")
+        return value
+
+    def to_filters(self) -> SearchFilters:
+        return SearchFilters(
+            domain=tuple(self.domain), subtopic=tuple(self.subtopic), content_type=tuple(self.content_type),
+            platform=tuple(self.platform), author=tuple(self.author), layer=tuple(self.layer),
+            source=tuple(self.source), language=self.language or None, include_qa=self.include_qa,
+            date_from=self.date_from, date_to=self.date_to, freshness_days=self.freshness,
+            overdue_review=self.overdue_review, review_due_within_days=self.review_due_within_days,
+            unread_only=self.unread_only, include_superseded=self.include_superseded,
+        )
+
+
+def _raw_values(params: Mapping[str, Any], *, known_only: bool) -> dict[str, Any]:
+    """A plain dict for the model: lists kept for list params, the last value for scalars, blanks dropped."""
+    getlist = getattr(params, "getlist", None)
+    data: dict[str, Any] = {}
+    for key in params:
+        if known_only and key not in FILTER_PARAMS:
+            continue
+        value: Any = getlist(key) if getlist else params[key]
+        if key in LIST_PARAMS or key not in FILTER_PARAMS:
+            data[key] = value
+            continue
+        if isinstance(value, list | tuple):
+            value = value[-1] if value else None
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        data[key] = value
+    return data
+
+
+def _first_error(exc: ValidationError) -> InvalidQuery:
+    error = exc.errors()[0]
+    field = str(error["loc"][0]) if error["loc"] else "filters"
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        message = f"unknown filter; use one of: {', '.join(FILTER_PARAMS)}"
+    return InvalidQuery(f"{field}: {message}.", field=field)
+
+
+def filters_from_params(params: Mapping[str, Any], *, strict: bool = False) -> SearchFilters:
+    """Parse filter parameters (a ``QueryDict`` or a JSON object) into ``SearchFilters``.
+
+    Keys that are not filters (``q``, ``sort``…) are ignored unless ``strict`` (then they are an
+    error naming the key, as for ``POST /api/search``'s ``filters`` object). A bad value raises
+    ``InvalidQuery`` whose ``field`` is the parameter's name.
+    """
+    try:
+        return FilterParams(**_raw_values(params, known_only=not strict)).to_filters()
+    except ValidationError as exc:
+        raise _first_error(exc) from None
+
+
+def params_from_filters(filters: SearchFilters) -> dict[str, list[str]]:
+    """The shortest URL parameters for ``filters`` (defaults left out), each as a list of strings."""
+    out: dict[str, list[str]] = {}
+    for name in LIST_PARAMS:
+        values = getattr(filters, name)
+        if values:
+            out[name] = list(values)
+    if filters.language:
+        out["language"] = [filters.language]
+    if not filters.include_qa:
+        out["include_qa"] = ["0"]
+    if filters.date_from:
+        out["date_from"] = [filters.date_from.isoformat()]
+    if filters.date_to:
+        out["date_to"] = [filters.date_to.isoformat()]
+    if filters.freshness_days:
+        out["freshness"] = [str(filters.freshness_days)]
+    if filters.overdue_review is not None:
+        out["overdue_review"] = ["1" if filters.overdue_review else "0"]
+    if filters.review_due_within_days:
+        out["review_due_within_days"] = [str(filters.review_due_within_days)]
+    if filters.unread_only:
+        out["unread_only"] = ["1"]
+    if filters.include_superseded:
+        out["include_superseded"] = ["1"]
+    return out
+
+
+def has_filters(filters: SearchFilters) -> bool:
+    """True when any filter differs from its default."""
+    return filters != SearchFilters()

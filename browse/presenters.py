@@ -1,0 +1,193 @@
+"""View models for templates: engine hits and items → cards. Highlighting goes through search.highlight."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from search.highlight import highlight_html, plain_passage
+from search.models import ContentType, ReviewStatus
+from search.principal import Principal
+from search.selectors import item_revision
+from search.selectors_browse import CardExtras, card_extras
+from search.selectors_closed import ClosedItem
+from search.types import Hit
+
+EXCERPT_CHARS = 240
+LANE_LABELS = {"lexical": "words", "vector": "meaning"}
+_MARKDOWN_NOISE = re.compile(r"[#*_>`|\[\]]+|\(https?://[^)]*\)|-{3,}")
+
+
+def label(value: str) -> str:
+    """``bid_writing`` → ``Bid writing``."""
+    return value.replace("_", " ").strip().capitalize() if value else ""
+
+
+def content_type_label(value: str) -> str:
+    try:
+        return str(ContentType(value).label)
+    except ValueError:
+        return label(value)
+
+
+def review_label(value: str) -> str:
+    try:
+        return str(ReviewStatus(value).label)
+    except ValueError:
+        return label(value)
+
+
+def quality_badge(score: float) -> tuple[int | None, str]:
+    """Score (0–100) and tier; ``(None, "")`` while the item has not been scored (score 0)."""
+    if not score or score <= 0:
+        return None, ""
+    value = round(score * 100) if score <= 1 else round(score)
+    tier = "high" if value >= 80 else "medium" if value >= 50 else "low"
+    return value, tier
+
+
+def plain_excerpt(summary: str, body: str, limit: int = EXCERPT_CHARS) -> str:
+    text = summary.strip() or " ".join(_MARKDOWN_NOISE.sub(" ", body).split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > limit // 2 else limit] + "…"
+
+
+@dataclass(frozen=True)
+class Card:
+    id: int
+    url: str
+    title_html: SafeString
+    excerpt_html: SafeString
+    content_type: str
+    content_type_label: str
+    domain: str
+    domain_label: str
+    thumbnail_url: str
+    quality: int | None
+    quality_tier: str
+    verified_by: str
+    review_status: str
+    review_label: str
+    updated_at: datetime
+    superseded: bool = False
+    lanes: tuple[tuple[str, str, int], ...] = ()  # (lane, label, rank)
+    toc_path: str = ""
+
+
+def _extras_fields(extras: CardExtras | None) -> dict[str, Any]:
+    quality, tier = quality_badge(extras.quality_score if extras else 0.0)
+    return {
+        "thumbnail_url": extras.thumbnail_url if extras else "",
+        "quality": quality,
+        "quality_tier": tier,
+        "verified_by": extras.verified_by if extras else "",
+    }
+
+
+def cards_from_hits(hits: Sequence[Hit]) -> list[Card]:
+    """Search mode: highlighted title and passage, with the lanes that found each hit."""
+    extras = card_extras(item_ids=[h.item_id for h in hits])
+    passages = [plain_passage(h.passage, h.passage_spans) for h in hits]
+    return [
+        Card(
+            id=hit.item_id,
+            url=hit.url,
+            title_html=mark_safe(highlight_html(hit.title, hit.title_spans)),  # noqa: S308 - escaped by highlight_html
+            excerpt_html=mark_safe(highlight_html(*passage)),  # noqa: S308 - escaped by highlight_html
+            content_type=hit.content_type,
+            content_type_label=content_type_label(hit.content_type),
+            domain=hit.primary_domain,
+            domain_label=label(hit.primary_domain),
+            review_status=hit.review_status,
+            review_label=review_label(hit.review_status),
+            updated_at=hit.updated_at,
+            superseded=hit.superseded,
+            lanes=tuple((lane, LANE_LABELS.get(lane, lane), hit.lane_ranks.get(lane, 0)) for lane in hit.lanes),
+            toc_path=hit.toc_path,
+            **_extras_fields(extras.get(hit.item_id)),
+        )
+        for hit, passage in zip(hits, passages, strict=True)
+    ]
+
+
+def cards_from_items(items: Iterable[Any], principal: Principal) -> list[Card]:
+    """Browse mode: items of ``search.selectors.items_list`` (revisions already joined)."""
+    items = list(items)
+    cards = []
+    for item in items:
+        revision = item_revision(item, principal)
+        title = revision.title if revision else ""
+        excerpt = plain_excerpt(revision.summary, revision.body) if revision else ""
+        verified = item.verified_by
+        quality, tier = quality_badge(item.quality_score)
+        cards.append(
+            Card(
+                id=item.pk,
+                url=item.get_absolute_url(),
+                title_html=escape(title),
+                excerpt_html=escape(excerpt),
+                content_type=item.content_type,
+                content_type_label=content_type_label(item.content_type),
+                domain=item.primary_domain,
+                domain_label=label(item.primary_domain),
+                thumbnail_url=item.thumbnail.url if item.thumbnail else "",
+                quality=quality,
+                quality_tier=tier,
+                verified_by=(verified.get_full_name() or verified.get_username()) if verified else "",
+                review_status=item.governance_review_status,
+                review_label=review_label(item.governance_review_status),
+                updated_at=item.updated_at,
+                superseded=item.superseded_by_id is not None,
+            )
+        )
+    return cards
+
+
+@dataclass(frozen=True)
+class ClosedCard:
+    title: str
+    content_type_label: str
+    domain_label: str
+    url: str
+
+
+def closed_cards(items: Sequence[ClosedItem]) -> list[ClosedCard]:
+    return [ClosedCard(i.title, content_type_label(i.content_type), label(i.primary_domain), i.url) for i in items]
+
+
+def hit_json(hit: Hit) -> dict[str, Any]:
+    """One result of ``POST /api/search``: the engine's hit plus server-rendered highlight HTML."""
+    return {
+        "id": hit.item_id,
+        "external_id": hit.external_id,
+        "slug": hit.slug,
+        "url": hit.url,
+        "title": hit.title,
+        "title_html": highlight_html(hit.title, hit.title_spans),
+        "title_spans": [[s.start, s.end] for s in hit.title_spans],
+        "passage": hit.passage,
+        "passage_html": highlight_html(hit.passage, hit.passage_spans),
+        "passage_spans": [[s.start, s.end] for s in hit.passage_spans],
+        "toc_path": hit.toc_path,
+        "chunk_id": hit.chunk_id,
+        "content_type": hit.content_type,
+        "primary_domain": hit.primary_domain,
+        "language": hit.language,
+        "summary": hit.summary,
+        "ai_keywords": list(hit.ai_keywords),
+        "review_status": hit.review_status,
+        "superseded": hit.superseded,
+        "updated_at": hit.updated_at.isoformat(),
+        "score": hit.score,
+        "similarity": hit.similarity,
+        "lanes": list(hit.lanes),
+        "lane_ranks": dict(hit.lane_ranks),
+    }

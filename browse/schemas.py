@@ -1,0 +1,84 @@
+"""Request models of the browse JSON API (pydantic). A bad field answers 400 naming the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from search.errors import InvalidQuery
+from search.query_parser import validate_query_text
+from search.types import MAX_LIMIT, MAX_QUERY_CHARS, PREVIEW_MAX_LIMIT, SITE_THRESHOLD
+
+PREVIEW_DEFAULT_LIMIT = 8
+SEARCH_DEFAULT_LIMIT = 20
+
+
+class SearchRequest(BaseModel):
+    """Body of ``POST /api/search``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(description=f"1–{MAX_QUERY_CHARS} characters after trimming")
+    threshold: float = Field(default=SITE_THRESHOLD, ge=0.0, le=1.0, description="vector similarity floor")
+    limit: int = Field(default=SEARCH_DEFAULT_LIMIT, description=f"clamped to 1–{MAX_LIMIT}")
+    cursor: str | None = Field(default=None, max_length=500, description="next_cursor of the previous page")
+    filters: dict[str, Any] = Field(default_factory=dict, description="filter parameters (browse/params.py)")
+
+    @field_validator("query", mode="before")
+    @classmethod
+    def _query(cls, value: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError("must be a string")
+        text = validate_query_text(value, field="query")
+        if not text:
+            raise ValueError("must not be empty: type at least one character")
+        return text
+
+    @field_validator("limit", mode="after")
+    @classmethod
+    def _clamp_limit(cls, value: int) -> int:
+        return max(1, min(value, MAX_LIMIT))
+
+
+class PreviewRequest(BaseModel):
+    """Query string of ``GET /api/search/preview``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    q: str = Field(description="text to look for, trimmed, required")
+    limit: int = Field(default=PREVIEW_DEFAULT_LIMIT, description=f"positive integer, clamped to {PREVIEW_MAX_LIMIT}")
+
+    @field_validator("q", mode="before")
+    @classmethod
+    def _q(cls, value: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError("must be a string")
+        text = validate_query_text(value, field="q")
+        if not text:
+            raise ValueError("is required: type at least one character")
+        return text
+
+    @field_validator("limit", mode="after")
+    @classmethod
+    def _limit(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("must be a positive integer")
+        return min(value, PREVIEW_MAX_LIMIT)
+
+
+def parse_model(model: type[BaseModel], data: Any) -> Any:
+    """Validate ``data`` into ``model`` or raise ``InvalidQuery`` naming the first bad field."""
+    try:
+        return model.model_validate(data)
+    except InvalidQuery:
+        raise
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(p) for p in error["loc"]) or "body"
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "missing":
+            message = "is required"
+        elif error["type"] == "extra_forbidden":
+            message = f"is not a known field; send only {', '.join(model.model_fields)}"
+        raise InvalidQuery(f"{field} {message}.", field=field) from None

@@ -1,0 +1,1 @@
+"""Mutations, one module per area (Saleor layout). Each returns ``errors: [SearchError!]!``."""

@@ -1,0 +1,406 @@
+"""GraphQL object and input types. Field resolvers read engine values or go through a loader."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import graphene
+from graphene.types.generic import GenericScalar
+
+from graphql_api.dataloaders import ContentItemByIdLoader, RevisionByIdLoader
+from presets.models import Preset as PresetModel
+from search.highlight import highlight_html
+from search.models import ContentItem
+from search.models import Revision as RevisionModel
+from search.selectors import ItemPage
+from search.types import Hit, RetrievalResult
+
+# --- enums ---------------------------------------------------------------------------------------------
+
+
+class CorpusEnum(graphene.Enum):
+    """LIVE: published revisions (everyone). LATEST: newest drafts too (staff only; others get LIVE)."""
+
+    LIVE = "live"
+    LATEST = "latest"
+
+    class Meta:
+        name = "Corpus"
+
+
+class SearchGranularity(graphene.Enum):
+    """ITEM: one hit per item (its best passage). CHUNK: one hit per matching passage."""
+
+    ITEM = "item"
+    CHUNK = "chunk"
+
+
+class SearchMode(graphene.Enum):
+    HYBRID = "hybrid"
+    LEXICAL = "lexical"
+    VECTOR = "vector"
+
+
+class ItemSortField(graphene.Enum):
+    NEWEST = "newest"
+    TITLE = "title"
+    QUALITY_SCORE = "quality_score"
+
+
+class ReviewStatusEnum(graphene.Enum):
+    OK = "ok"
+    DUE_SOON = "due_soon"
+    REVIEW_OVERDUE = "review_overdue"
+
+    class Meta:
+        name = "ReviewStatus"
+
+
+def enum_value(value: Any) -> Any:
+    """Graphene passes an explicit enum argument as the member and a default as its value."""
+    return getattr(value, "value", value)
+
+
+# --- inputs --------------------------------------------------------------------------------------------
+
+
+class SearchFilterInput(graphene.InputObjectType):
+    """The engine's filters (``search.types.SearchFilters``). Lists match any value, case-insensitively."""
+
+    domain = graphene.List(graphene.NonNull(graphene.String), description="Primary domains.")
+    subtopic = graphene.List(graphene.NonNull(graphene.String))
+    content_type = graphene.List(graphene.NonNull(graphene.String), description="guide, policy, qa, …")
+    platform = graphene.List(graphene.NonNull(graphene.String))
+    author = graphene.List(graphene.NonNull(graphene.String))
+    layer = graphene.List(graphene.NonNull(graphene.String))
+    source = graphene.List(graphene.NonNull(graphene.String))
+    language = graphene.String(description="ISO code: en, fr, ar, …")
+    include_qa = graphene.Boolean(description="Default true.")
+    date_from = graphene.Date(description="Updated on or after this day.")
+    date_to = graphene.Date(description="Updated on or before this day.")
+    freshness_days = graphene.Int(description="Updated within this many days.")
+    overdue_review = graphene.Boolean(description="true: only overdue for review; false: none overdue.")
+    review_due_within_days = graphene.Int(description="Next review due within this many days (1–365).")
+    include_superseded = graphene.Boolean(description="Default false: superseded items are hidden.")
+    unread_only = graphene.Boolean(description="Signed-in users: only items not opened yet.")
+
+
+class SearchInput(graphene.InputObjectType):
+    query = graphene.String(required=True, description="What to look for (at most 2000 characters).")
+    limit = graphene.Int(default_value=20, description="Hits per page, 1–100.")
+    cursor = graphene.String(description="`nextCursor` of the previous page of the same search.")
+    threshold = graphene.Float(description="Minimum vector similarity, 0–1 (default 0.35).")
+    filter = graphene.Field(SearchFilterInput)
+    granularity = SearchGranularity(default_value="item")
+    mode = SearchMode(default_value="hybrid")
+    corpus = CorpusEnum(default_value="live")
+
+
+class NotePathsFilterInput(SearchFilterInput):
+    """``search`` set: paths of the items the search finds, best first.
+
+    Unset: every matching item, newest first.
+    """
+
+    search = graphene.String(description="Search text; leave out to list by filters only.")
+    first = graphene.Int(default_value=100, description="At most this many paths, 1–100.")
+    corpus = CorpusEnum(default_value="live")
+
+
+# --- output types --------------------------------------------------------------------------------------
+
+
+class Revision(graphene.ObjectType):
+    """One saved version of an item (Markdown body)."""
+
+    number = graphene.Int(required=True)
+    title = graphene.String(required=True)
+    summary = graphene.String(required=True)
+    body = graphene.String(required=True, description="Markdown.")
+    created_at = graphene.DateTime(required=True)
+
+    @staticmethod
+    def resolve_body(root: RevisionModel, info: Any) -> str:
+        return root.body
+
+
+def _revision_id(item: ContentItem) -> int | None:
+    if getattr(item, "kb_corpus", "live") == "latest":
+        return item.latest_revision_id or item.live_revision_id
+    return item.live_revision_id
+
+
+class Item(graphene.ObjectType):
+    """A knowledge-base item as the caller may read it (live revision, or latest for staff on LATEST)."""
+
+    id = graphene.ID(required=True)
+    external_id = graphene.String(required=True)
+    slug = graphene.String(required=True)
+    url = graphene.String(required=True, description="Path of the item's page, e.g. /items/<slug>.")
+    title = graphene.String(required=True)
+    summary = graphene.String(required=True)
+    content_type = graphene.String(required=True)
+    primary_domain = graphene.String(required=True)
+    subtopic = graphene.String(required=True)
+    platform = graphene.String(required=True)
+    layer = graphene.String(required=True)
+    source = graphene.String(required=True)
+    language = graphene.String(required=True)
+    author_name = graphene.String(required=True)
+    ai_keywords = graphene.List(graphene.NonNull(graphene.String), required=True)
+    updated_at = graphene.DateTime(required=True)
+    published_at = graphene.DateTime()
+    review_status = graphene.Field(ReviewStatusEnum, required=True)
+    next_review_date = graphene.Date()
+    quality_score = graphene.Float(required=True)
+    superseded = graphene.Boolean(required=True)
+    superseded_by = graphene.Field(lambda: Item, description="The newer item, when readable.")
+    revision = graphene.Field(Revision, description="The revision the caller reads.")
+
+    @staticmethod
+    def resolve_id(root: ContentItem, info: Any) -> str:
+        return str(root.pk)
+
+    @staticmethod
+    def resolve_url(root: ContentItem, info: Any) -> str:
+        return root.get_absolute_url()
+
+    @staticmethod
+    def resolve_revision(root: ContentItem, info: Any) -> RevisionModel | None:
+        return RevisionByIdLoader(info.context).load(_revision_id(root))
+
+    @staticmethod
+    def resolve_title(root: ContentItem, info: Any) -> str:
+        revision = RevisionByIdLoader(info.context).load(_revision_id(root))
+        return revision.title if revision else ""
+
+    @staticmethod
+    def resolve_summary(root: ContentItem, info: Any) -> str:
+        revision = RevisionByIdLoader(info.context).load(_revision_id(root))
+        return revision.summary if revision else ""
+
+    @staticmethod
+    def resolve_ai_keywords(root: ContentItem, info: Any) -> list[str]:
+        return list(root.ai_keywords or [])
+
+    @staticmethod
+    def resolve_review_status(root: ContentItem, info: Any) -> str:
+        return root.governance_review_status
+
+    @staticmethod
+    def resolve_superseded(root: ContentItem, info: Any) -> bool:
+        return root.superseded_by_id is not None
+
+    @staticmethod
+    def resolve_superseded_by(root: ContentItem, info: Any) -> ContentItem | None:
+        return ContentItemByIdLoader(info.context, getattr(root, "kb_corpus", "live")).load(
+            root.superseded_by_id
+        )
+
+
+class LaneRank(graphene.ObjectType):
+    lane = graphene.String(required=True, description="lexical or vector.")
+    rank = graphene.Int(required=True, description="1-based rank of the hit in that lane.")
+
+
+@dataclass(frozen=True)
+class HitNode:
+    """A hit and the corpus it was found in (which revision its item fields read)."""
+
+    hit: Hit
+    corpus: str
+
+
+class SearchHit(graphene.ObjectType):
+    item = graphene.Field(Item, description="Null for a closed-material placeholder (title only).")
+    item_id = graphene.ID(required=True)
+    highlighted_title = graphene.String(
+        required=True, description="HTML: the title escaped, matched words wrapped in <mark> (no other tags)."
+    )
+    highlighted_content = graphene.String(
+        required=True,
+        description="HTML: the passage escaped, matched words wrapped in <mark> (no other tags).",
+    )
+    passage = graphene.String(required=True, description="The plain passage text.")
+    toc_path = graphene.String(required=True, description="Headings leading to the passage.")
+    chunk_id = graphene.ID(description="The passage's chunk (CHUNK granularity or the item's best passage).")
+    lanes = graphene.List(graphene.NonNull(graphene.String), required=True)
+    lane_ranks = graphene.List(graphene.NonNull(LaneRank), required=True)
+    score = graphene.Float(required=True)
+    similarity = graphene.Float(description="Cosine similarity from the vector lane, when it found the hit.")
+    closed = graphene.Boolean(
+        required=True, description="A 'closed material' placeholder: the caller may see the title only."
+    )
+
+    @staticmethod
+    def resolve_item(root: HitNode, info: Any) -> ContentItem | None:
+        if root.hit.closed:
+            return None
+        return ContentItemByIdLoader(info.context, root.corpus).load(root.hit.item_id)  # type: ignore[arg-type]
+
+    @staticmethod
+    def resolve_item_id(root: HitNode, info: Any) -> str:
+        return str(root.hit.item_id)
+
+    @staticmethod
+    def resolve_highlighted_title(root: HitNode, info: Any) -> str:
+        return highlight_html(root.hit.title, root.hit.title_spans)
+
+    @staticmethod
+    def resolve_highlighted_content(root: HitNode, info: Any) -> str:
+        return "" if root.hit.closed else highlight_html(root.hit.passage, root.hit.passage_spans)
+
+    @staticmethod
+    def resolve_passage(root: HitNode, info: Any) -> str:
+        return "" if root.hit.closed else root.hit.passage
+
+    @staticmethod
+    def resolve_toc_path(root: HitNode, info: Any) -> str:
+        return "" if root.hit.closed else root.hit.toc_path
+
+    @staticmethod
+    def resolve_chunk_id(root: HitNode, info: Any) -> str | None:
+        return None if root.hit.closed or root.hit.chunk_id is None else str(root.hit.chunk_id)
+
+    @staticmethod
+    def resolve_lanes(root: HitNode, info: Any) -> list[str]:
+        return list(root.hit.lanes)
+
+    @staticmethod
+    def resolve_lane_ranks(root: HitNode, info: Any) -> list[LaneRank]:
+        return [LaneRank(lane=lane, rank=rank) for lane, rank in sorted(root.hit.lane_ranks.items())]
+
+    @staticmethod
+    def resolve_score(root: HitNode, info: Any) -> float:
+        return root.hit.score
+
+    @staticmethod
+    def resolve_similarity(root: HitNode, info: Any) -> float | None:
+        return root.hit.similarity
+
+    @staticmethod
+    def resolve_closed(root: HitNode, info: Any) -> bool:
+        return root.hit.closed
+
+
+class FacetValue(graphene.ObjectType):
+    value = graphene.String(required=True)
+    count = graphene.Int(required=True)
+
+
+class Facet(graphene.ObjectType):
+    """Counts over every hit of the search (not just this page), most frequent first."""
+
+    name = graphene.String(required=True, description="domain, content_type, layer or language.")
+    values = graphene.List(graphene.NonNull(FacetValue), required=True)
+
+
+@dataclass(frozen=True)
+class ResultNode:
+    result: RetrievalResult
+    corpus: str
+
+
+class SearchResult(graphene.ObjectType):
+    total_count = graphene.Int(required=True)
+    partial_match = graphene.Boolean(
+        required=True, description="Some hits on this page lack the commonest query words."
+    )
+    degraded = graphene.List(
+        graphene.NonNull(graphene.String),
+        required=True,
+        description="Why the answer is lexical-only, e.g. embedding_unavailable. Empty when healthy.",
+    )
+    next_cursor = graphene.String(description="Pass as `cursor` for the next page; null on the last page.")
+    facets = graphene.List(graphene.NonNull(Facet), required=True)
+    suggestion = graphene.String()
+    hits = graphene.List(graphene.NonNull(SearchHit), required=True)
+
+    @staticmethod
+    def resolve_total_count(root: ResultNode, info: Any) -> int:
+        return root.result.total
+
+    @staticmethod
+    def resolve_partial_match(root: ResultNode, info: Any) -> bool:
+        return root.result.partial_match
+
+    @staticmethod
+    def resolve_degraded(root: ResultNode, info: Any) -> list[str]:
+        return list(root.result.degraded)
+
+    @staticmethod
+    def resolve_next_cursor(root: ResultNode, info: Any) -> str | None:
+        return root.result.next_cursor
+
+    @staticmethod
+    def resolve_suggestion(root: ResultNode, info: Any) -> str | None:
+        return root.result.suggestion
+
+    @staticmethod
+    def resolve_facets(root: ResultNode, info: Any) -> list[Facet]:
+        return [
+            Facet(name=name, values=[FacetValue(value=v, count=c) for v, c in counts.items()])
+            for name, counts in root.result.facets.items()
+        ]
+
+    @staticmethod
+    def resolve_hits(root: ResultNode, info: Any) -> list[HitNode]:
+        hits = root.result.hits
+        ContentItemByIdLoader(info.context, root.corpus).expect(  # type: ignore[arg-type]
+            h.item_id for h in hits if not h.closed
+        )
+        return [HitNode(hit, root.corpus) for hit in hits]
+
+
+class PageInfo(graphene.ObjectType):
+    has_next_page = graphene.Boolean(required=True)
+    end_cursor = graphene.String(description="Pass as `after` for the next page.")
+
+
+class ItemEdge(graphene.ObjectType):
+    node = graphene.Field(Item, required=True)
+
+
+class ItemConnection(graphene.ObjectType):
+    total_count = graphene.Int(required=True)
+    page_info = graphene.Field(PageInfo, required=True)
+    edges = graphene.List(graphene.NonNull(ItemEdge), required=True)
+
+    @staticmethod
+    def resolve_total_count(root: ItemPage, info: Any) -> int:
+        return root.total
+
+    @staticmethod
+    def resolve_page_info(root: ItemPage, info: Any) -> PageInfo:
+        return PageInfo(has_next_page=root.next_cursor is not None, end_cursor=root.next_cursor)
+
+    @staticmethod
+    def resolve_edges(root: ItemPage, info: Any) -> list[ItemEdge]:
+        return [ItemEdge(node=item) for item in root.items]
+
+
+class Preset(graphene.ObjectType):
+    """Saved filters: a system preset (shared, immutable) or one of the caller's own."""
+
+    id = graphene.ID(required=True)
+    name = graphene.String(required=True)
+    params = GenericScalar(
+        required=True, description="Filters as URL parameters; lists repeat their key in a URL."
+    )
+    is_system = graphene.Boolean(required=True)
+    is_deleted = graphene.Boolean(required=True, description="Deleted and restorable with presetRestore.")
+    created_at = graphene.DateTime(required=True)
+    updated_at = graphene.DateTime(required=True)
+
+    @staticmethod
+    def resolve_id(root: PresetModel, info: Any) -> str:
+        return str(root.pk)
+
+    @staticmethod
+    def resolve_params(root: PresetModel, info: Any) -> dict[str, Any]:
+        return root.sorted_params()
+
+    @staticmethod
+    def resolve_is_deleted(root: PresetModel, info: Any) -> bool:
+        return root.is_deleted

@@ -1,0 +1,225 @@
+"""Pydantic models of every MCP tool: arguments (``extra="forbid"``, a description on each field), results.
+
+The argument models are the tools' ``inputSchema``; the result models are their ``outputSchema`` and the
+shape of ``structuredContent``. Descriptions are constants written here, never built from database text.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from search.models import ContentType
+from search.selectors_read import MAX_NEIGHBOURS
+from search.types import MAX_QUERY_CHARS, MCP_MAX_LIMIT
+
+MATCH_ID_PATTERN = r"^[ci][1-9][0-9]{0,17}$"
+CONTENT_TYPES = ", ".join(ContentType.values)
+MAX_CURSOR_CHARS = 500
+READ_DEFAULT_CHARS = 6000
+READ_MAX_CHARS = 8000
+
+
+class ToolArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class FindArgs(ToolArgs):
+    query: str | None = Field(
+        None,
+        max_length=MAX_QUERY_CHARS,
+        description=(
+            "What to look for, in natural language or keywords (any language of the knowledge base: English, "
+            "French, Arabic). Required unless similar_to is given."
+        ),
+    )
+    type: str | None = Field(
+        None, max_length=40, description=f"Only this content type. Common values: {CONTENT_TYPES}."
+    )
+    scope: str | None = Field(
+        None,
+        max_length=80,
+        description="Only this domain (the item's primary domain), e.g. bid_writing, pricing, compliance.",
+    )
+    granularity: Literal["item", "chunk"] = Field(
+        "item",
+        description=(
+            "'item' (default): one result per document, with its best passage. 'chunk': one result per "
+            "matching passage, so a long document can appear several times."
+        ),
+    )
+    similar_to: int | None = Field(
+        None,
+        ge=1,
+        description="Find items similar to the item with this item_id (query then becomes optional).",
+    )
+    limit: int = Field(
+        10, ge=1, le=MCP_MAX_LIMIT, description=f"Results per page, 1 to {MCP_MAX_LIMIT} (default 10)."
+    )
+    content_item_id: int | None = Field(
+        None,
+        ge=1,
+        description="Search inside this one document only (its item_id); combine with granularity='chunk'.",
+    )
+    overdue_review: bool | None = Field(
+        None,
+        description="true: only items whose review is overdue; false: leave them out; omit: no filter.",
+    )
+    review_due_within_days: int | None = Field(
+        None,
+        ge=1,
+        le=365,
+        description="Only items whose next review is due on or before today + this many days (1-365).",
+    )
+    include_superseded: bool = Field(
+        False, description="Also return items replaced by a newer item (left out by default)."
+    )
+    language: str | None = Field(
+        None, pattern=r"^[a-z]{2,3}$", description="Only items in this language (ISO code: en, fr, ar, ...)."
+    )
+    preset: int | Annotated[str, StringConstraints(max_length=60)] | None = Field(
+        None,
+        description=(
+            "Apply a saved filter preset, by name or id (see list_presets). A filter also given here "
+            "overrides the preset's value for that filter."
+        ),
+    )
+    cursor: str | None = Field(
+        None,
+        max_length=MAX_CURSOR_CHARS,
+        description="next_cursor from a previous find call with the same arguments, to get the next page.",
+    )
+
+    @model_validator(mode="after")
+    def _query_or_similar(self) -> FindArgs:
+        if not (self.query or "").strip() and self.similar_to is None:
+            raise ValueError("query is required unless similar_to is given: say what to look for")
+        return self
+
+
+class ReadArgs(ToolArgs):
+    item_id: int | None = Field(None, ge=1, description="Read this item's text (item_id from find).")
+    match_id: str | None = Field(
+        None,
+        pattern=MATCH_ID_PATTERN,
+        description=(
+            "Read the passage of a find result (its match_id, e.g. 'c123'): the matched chunk with "
+            "neighbouring chunks around it. An item-level match_id ('i45') reads the whole item."
+        ),
+    )
+    neighbours: int = Field(
+        1,
+        ge=0,
+        le=MAX_NEIGHBOURS,
+        description=f"With a chunk match_id: chunks to add before and after the match (0-{MAX_NEIGHBOURS}).",
+    )
+    max_chars: int = Field(
+        READ_DEFAULT_CHARS,
+        ge=500,
+        le=READ_MAX_CHARS,
+        description=f"At most this many characters of text per call (500-{READ_MAX_CHARS}); see next_cursor.",
+    )
+    cursor: str | None = Field(
+        None,
+        max_length=MAX_CURSOR_CHARS,
+        description="next_cursor from a previous read of the same item or match.",
+    )
+
+    @model_validator(mode="after")
+    def _one_target(self) -> ReadArgs:
+        if (self.item_id is None) == (self.match_id is None):
+            raise ValueError("give exactly one of item_id or match_id")
+        return self
+
+
+class QualityArgs(ToolArgs):
+    item_id: int = Field(..., ge=1, description="The item whose quality score and review status to show.")
+
+
+class ListPresetsArgs(ToolArgs):
+    pass
+
+
+# --- results (structuredContent) ---
+
+
+class MatchOffset(BaseModel):
+    start: int = Field(description="Offset of the first character of a matched word in snippet.")
+    end: int = Field(description="Offset just past the matched word.")
+
+
+class FindHit(BaseModel):
+    match_id: str = Field(
+        description="'c<chunk id>' for a passage, 'i<item id>' for an item; pass it to read."
+    )
+    item_id: int
+    title: str
+    url: str
+    toc_path: str = Field(description="Heading path of the matched passage inside the item ('A > B').")
+    snippet: str = Field(description="Plain text of the matched passage (untrusted document content).")
+    match_offsets: list[MatchOffset]
+    lanes: list[str] = Field(description="Which retrieval lanes found it: lexical, vector.")
+    score: float
+    updated_at: str
+    review_status: str
+
+
+class FindResult(BaseModel):
+    query: str | None
+    count: int = Field(description="Total number of matches (all pages).")
+    results: list[FindHit]
+    content_item_id: int | None
+    overdue_review_filter: bool | None
+    review_due_within_days_filter: int | None
+    partial_match: bool = Field(
+        description="True when some results miss one of the less important query words."
+    )
+    degraded: list[str] = Field(
+        description="Why results may be weaker, e.g. embedding_unavailable (lexical only)."
+    )
+    next_cursor: str | None
+
+
+class TocItem(BaseModel):
+    path: str
+    level: int
+    char_start: int
+
+
+class ReadResult(BaseModel):
+    item_id: int
+    match_id: str | None
+    scope: Literal["item", "passage"]
+    title: str
+    url: str
+    metadata: dict[str, Any]
+    toc: list[TocItem]
+    passage_chunk_ids: list[int]
+    text: str = Field(description="This page of the text (untrusted document content).")
+    offset: int = Field(description="Where this page starts inside the item or passage text.")
+    total_chars: int
+    next_cursor: str | None
+
+
+class QualityResult(BaseModel):
+    item_id: int
+    title: str
+    url: str
+    quality_score: float
+    quality_breakdown: dict[str, Any]
+    review_status: str
+    review_cadence_days: int | None
+    next_review_date: str | None
+    last_reviewed_at: str | None
+
+
+class PresetSummary(BaseModel):
+    id: int
+    name: str
+    system: bool = Field(description="System presets are built in; the others belong to a user.")
+    params: dict[str, Any] = Field(description="The preset's filters, as URL parameters of the browse page.")
+
+
+class ListPresetsResult(BaseModel):
+    presets: list[PresetSummary]

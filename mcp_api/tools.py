@@ -1,0 +1,524 @@
+"""The MCP tools: validated arguments and a principal in, Markdown plus a structured result out.
+
+Each tool is an adapter: it turns its pydantic arguments into a ``RetrievalQuery`` or a selector call,
+calls ``search`` and renders. The tool list (``TOOLS``) and every description are fixed here in code.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from mcp_api import render
+from mcp_api.schemas import (
+    FindArgs,
+    FindHit,
+    FindResult,
+    ListPresetsArgs,
+    ListPresetsResult,
+    MatchOffset,
+    PresetSummary,
+    QualityArgs,
+    QualityResult,
+    ReadArgs,
+    ReadResult,
+    TocItem,
+    ToolArgs,
+)
+from presets.services import preset_filters, preset_list, preset_resolve
+from search.errors import InvalidCursor, InvalidQuery, NotFound
+from search.principal import Principal
+from search.query_parser import validate_query_text
+from search.selectors import item_get
+from search.selectors_read import ReadView, item_quality, item_read, passage_read
+from search.services import retrieve
+from search.types import Corpus, Hit, RetrievalQuery, RetrievalResult, SearchFilters
+
+TOC_MARKDOWN_ENTRIES = 40
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    markdown: str
+    structured: BaseModel
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    args_model: type[ToolArgs]
+    result_model: type[BaseModel]
+    handler: Callable[[Any, Principal], ToolOutput]
+    # First words of the one-line message an unexpected failure returns ("Search failed: …").
+    failure: str
+    failure_hint: str
+
+
+def corpus_of(principal: Principal) -> Corpus:
+    """Anonymous callers search the live corpus; API keys (and staff) the latest, drafts included."""
+    return "latest" if principal.can_read_drafts else "live"
+
+
+# --- find ---
+
+
+def match_id_of(hit: Hit, granularity: str) -> str:
+    if granularity == "chunk" and hit.chunk_id is not None:
+        return f"c{hit.chunk_id}"
+    return f"i{hit.item_id}"
+
+
+# FindArgs field -> how it sets a SearchFilters field.
+_FILTER_ARGS: dict[str, Callable[[Any], tuple[str, Any]]] = {
+    "type": lambda v: ("content_type", (v,) if v else ()),
+    "scope": lambda v: ("domain", (v,) if v else ()),
+    "language": lambda v: ("language", v),
+    "overdue_review": lambda v: ("overdue_review", v),
+    "review_due_within_days": lambda v: ("review_due_within_days", v),
+    "content_item_id": lambda v: ("content_item_id", v),
+    "include_superseded": lambda v: ("include_superseded", v),
+}
+
+
+def find_filters(args: FindArgs, principal: Principal) -> SearchFilters:
+    """The preset's filters (if any), with every filter argument the caller gave explicitly on top."""
+    base = (
+        preset_filters(preset_resolve(principal, args.preset)) if args.preset is not None else SearchFilters()
+    )
+    given = dict(
+        _FILTER_ARGS[name](getattr(args, name)) for name in args.model_fields_set if name in _FILTER_ARGS
+    )
+    return dataclasses.replace(base, **given)
+
+
+def find_query(args: FindArgs, principal: Principal) -> RetrievalQuery:
+    text = validate_query_text(args.query or "", field="query")
+    if not text and args.similar_to is None:
+        raise InvalidQuery(
+            "query is required unless similar_to is given: say what to look for.", field="query"
+        )
+    corpus = corpus_of(principal)
+    if args.similar_to is not None:
+        try:
+            item_get(principal=principal, item_id=args.similar_to, corpus=corpus)
+        except NotFound:
+            raise NotFound(
+                f"similar_to: no readable item with id {args.similar_to}. Use an item_id from a find result.",
+                field="similar_to",
+            ) from None
+    return RetrievalQuery(
+        text=text,
+        principal=principal,
+        corpus=corpus,
+        filters=find_filters(args, principal),
+        granularity=args.granularity,
+        limit=args.limit,
+        cursor=args.cursor,
+        similar_to=args.similar_to,
+    )
+
+
+def find_hit(hit: Hit, granularity: str) -> FindHit:
+    snippet, offsets = render.clean_with_spans(hit.passage, ((s.start, s.end) for s in hit.passage_spans))
+    return FindHit(
+        match_id=match_id_of(hit, granularity),
+        item_id=hit.item_id,
+        title=render.clean_text(hit.title),
+        url=hit.url,
+        toc_path=render.clean_text(hit.toc_path),
+        snippet=snippet,
+        match_offsets=[MatchOffset(start=s, end=e) for s, e in offsets],
+        lanes=list(hit.lanes),
+        score=hit.score,
+        updated_at=hit.updated_at.isoformat(),
+        review_status=hit.review_status,
+    )
+
+
+def find_result(query: RetrievalQuery, result: RetrievalResult) -> FindResult:
+    """The structured result; the echoed filters are the ones in effect (given or from the preset)."""
+    return FindResult(
+        query=query.text or None,
+        count=result.total,
+        results=[find_hit(hit, query.granularity) for hit in result.hits],
+        content_item_id=query.filters.content_item_id,
+        overdue_review_filter=query.filters.overdue_review,
+        review_due_within_days_filter=query.filters.review_due_within_days,
+        partial_match=result.partial_match,
+        degraded=list(result.degraded),
+        next_cursor=result.next_cursor,
+    )
+
+
+def _filter_summary(args: FindArgs) -> str:
+    given = {
+        "type": args.type,
+        "scope": args.scope,
+        "language": args.language,
+        "granularity": args.granularity,
+        "similar_to": args.similar_to,
+        "content_item_id": args.content_item_id,
+        "overdue_review": args.overdue_review,
+        "review_due_within_days": args.review_due_within_days,
+        "include_superseded": args.include_superseded or None,
+        "preset": args.preset,
+    }
+    return "; ".join(f"{k}={render.one_line(str(v))}" for k, v in given.items() if v is not None)
+
+
+def find_markdown(args: FindArgs, found: FindResult) -> str:
+    subject = (
+        f'"{render.one_line(found.query)}"' if found.query else f"items similar to item {args.similar_to}"
+    )
+    head = [
+        f"## find: {subject} — {found.count} match{'es' if found.count != 1 else ''}, "
+        f"{len(found.results)} on this page"
+    ]
+    head.append(f"Arguments: {_filter_summary(args)}")
+    if found.partial_match:
+        head.append("Partial match: some results miss one of the less important query words.")
+    if "embedding_unavailable" in found.degraded:
+        head.append("Degraded: semantic search is unavailable right now; these are keyword matches only.")
+    elif found.degraded:
+        head.append(f"Degraded: {', '.join(found.degraded)}.")
+    if not found.results:
+        head.append("No results. Try other words, fewer filters, or granularity='chunk'.")
+        return "\n\n".join(head)
+    head.append(render.UNTRUSTED_NOTE)
+    blocks = []
+    for rank, hit in enumerate(found.results, start=1):
+        meta = [f"match_id: {hit.match_id}", f"item_id: {hit.item_id}", f"url: {hit.url}"]
+        if hit.toc_path:
+            meta.append(f"section: {render.one_line(hit.toc_path)}")
+        meta += [
+            f"updated: {hit.updated_at[:10]}",
+            f"review: {hit.review_status}",
+            f"score: {hit.score:.3f}",
+            f"lanes: {'+'.join(hit.lanes) or '-'}",
+        ]
+        block = render.document_block(hit.snippet, match_id=hit.match_id, item_id=hit.item_id)
+        blocks.append(f"### {rank}. {render.one_line(hit.title)}\n{' · '.join(meta)}\n{block}")
+    tail = []
+    if found.next_cursor:
+        tail.append(
+            f'More results: call find again with the same arguments and cursor="{found.next_cursor}".'
+        )
+    if args.granularity == "chunk":
+        tail.append(
+            'Read more: read(match_id="c…") for a passage with its neighbouring chunks, or read(item_id=…) '
+            "for the whole item."
+        )
+    else:
+        tail.append(
+            'Read more: read(item_id=…) for an item\'s text; find with granularity="chunk" gives '
+            "passage-level matches."
+        )
+    note = (
+        "[Shortened to stay under 10,000 characters: {kept} of {total} results on this page are shown as "
+        "text; all {total} are in the structured result. To read the rest as text, call find again with "
+        "limit={kept} and follow next_cursor.]"
+    )
+    markdown, _ = render.fit(head, blocks, tail, omitted_note=note)
+    return markdown
+
+
+def find_tool(args: FindArgs, principal: Principal) -> ToolOutput:
+    query = find_query(args, principal)
+    result = retrieve(query=query)
+    found = find_result(query, result)
+    return ToolOutput(find_markdown(args, found), found)
+
+
+# --- read ---
+
+
+def _encode_read_cursor(target: str, offset: int) -> str:
+    raw = json.dumps({"t": target, "o": offset}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_read_cursor(cursor: str | None, target: str) -> int:
+    if not cursor:
+        return 0
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        offset = int(data["o"])
+        if data["t"] != target or offset < 0:
+            raise ValueError
+    except (ValueError, KeyError, TypeError, UnicodeError):
+        raise InvalidCursor(
+            "cursor does not belong to this item or match; call read again without a cursor.", field="cursor"
+        ) from None
+    return offset
+
+
+def _page(text: str, offset: int, max_chars: int) -> tuple[str, int | None]:
+    """``text[offset:]`` up to ``max_chars``, cut at a line or word break; the next offset, if any."""
+    end = offset + max_chars
+    if end >= len(text):
+        return text[offset:], None
+    window = text[offset:end]
+    floor = max_chars * 3 // 4
+    cut = window.rfind("\n", floor)
+    if cut == -1:
+        cut = window.rfind(" ", floor)
+    end = offset + (cut + 1 if cut != -1 else max_chars)
+    return text[offset:end], end
+
+
+def _iso(value: date | datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _metadata(view: ReadView) -> dict[str, Any]:
+    item = view.item
+    return {
+        "content_type": item.content_type,
+        "domain": item.primary_domain,
+        "subtopic": render.clean_text(item.subtopic),
+        "language": item.language,
+        "author": render.clean_text(item.author_name),
+        "updated_at": _iso(item.updated_at),
+        "published_at": _iso(item.published_at),
+        "review_status": item.governance_review_status,
+        "next_review_date": _iso(item.next_review_date),
+        "superseded_by_item_id": item.superseded_by_id,
+        "revision": view.revision.number,
+        "is_draft": view.revision.pk != item.live_revision_id,
+    }
+
+
+def read_tool(args: ReadArgs, principal: Principal) -> ToolOutput:
+    corpus = corpus_of(principal)
+    if args.match_id and args.match_id.startswith("c"):
+        target = f"{args.match_id}:{args.neighbours}"
+        view = passage_read(
+            principal=principal, chunk_id=int(args.match_id[1:]), neighbours=args.neighbours, corpus=corpus
+        )
+    else:
+        item_id = args.item_id if args.item_id is not None else int((args.match_id or "i0")[1:])
+        target = f"i{item_id}"
+        try:
+            view = item_read(principal=principal, item_id=item_id, corpus=corpus)
+        except NotFound as exc:
+            raise NotFound(exc.message, field="item_id" if args.item_id is not None else "match_id") from None
+    offset = _decode_read_cursor(args.cursor, target)
+    page, next_offset = _page(view.text, offset, args.max_chars)
+    result = ReadResult(
+        item_id=view.item.pk,
+        match_id=args.match_id,
+        scope="passage" if view.scope == "passage" else "item",
+        title=render.clean_text(view.revision.title),
+        url=view.item.get_absolute_url(),
+        metadata=_metadata(view),
+        toc=[
+            TocItem(path=render.clean_text(t.path), level=t.level, char_start=t.char_start) for t in view.toc
+        ],
+        passage_chunk_ids=list(view.chunk_ids),
+        text=render.clean_text(page),
+        offset=offset,
+        total_chars=len(view.text),
+        next_cursor=_encode_read_cursor(target, next_offset) if next_offset is not None else None,
+    )
+    return ToolOutput(read_markdown(result, offset + len(page)), result)
+
+
+def read_markdown(result: ReadResult, end: int) -> str:
+    """Metadata, as much of the table of contents as fits, then the text page (always whole)."""
+    meta = result.metadata
+    facts = [
+        f"item_id: {result.item_id}",
+        f"url: {result.url}",
+        f"type: {meta['content_type']}",
+        f"domain: {meta['domain'] or '-'}",
+        f"language: {meta['language']}",
+        f"updated: {(meta['updated_at'] or '')[:10]}",
+        f"review: {meta['review_status']}",
+    ]
+    if meta["is_draft"]:
+        facts.append(f"draft (revision {meta['revision']}, not published)")
+    if meta["superseded_by_item_id"]:
+        facts.append(f"superseded by item {meta['superseded_by_item_id']}")
+    if result.scope == "passage":
+        where = (
+            f"Passage around {result.match_id} ({len(result.passage_chunk_ids)} chunks), "
+            f"characters {result.offset}–{end} of {result.total_chars}."
+        )
+    else:
+        where = f"Item text, characters {result.offset}–{end} of {result.total_chars}."
+    block = render.document_block(result.text, item_id=result.item_id, match_id=result.match_id)
+    tail = []
+    if result.next_cursor:
+        target = f'match_id="{result.match_id}"' if result.match_id else f"item_id={result.item_id}"
+        tail.append(f'More text: call read({target}, cursor="{result.next_cursor}").')
+    head = [f"## {render.one_line(result.title)[:300]}", " · ".join(facts)]
+    fixed = len("\n\n".join([*head, where, render.UNTRUSTED_NOTE, block, *tail]))
+    toc_budget = render.MAX_MARKDOWN_CHARS - fixed - 200
+    entries: list[str] = []
+    for entry in result.toc[:TOC_MARKDOWN_ENTRIES]:
+        line = f"{'  ' * (min(entry.level, 6) - 1)}- {render.one_line(entry.path.split(' > ')[-1])[:100]}"
+        if sum(len(e) + 1 for e in entries) + len(line) > toc_budget:
+            break
+        entries.append(line)
+    if entries:
+        if len(entries) < len(result.toc):
+            entries.append(
+                f"- … {len(result.toc) - len(entries)} more sections (toc in the structured result)"
+            )
+        head.append("Contents:\n" + "\n".join(entries))
+    markdown, _ = render.fit(
+        [*head, where, render.UNTRUSTED_NOTE],
+        [block],
+        tail,
+        omitted_note="[Text omitted to stay under 10,000 characters: call read with a smaller max_chars.]",
+    )
+    return markdown
+
+
+# --- quality ---
+
+
+def quality_tool(args: QualityArgs, principal: Principal) -> ToolOutput:
+    try:
+        view = item_quality(principal=principal, item_id=args.item_id, corpus=corpus_of(principal))
+    except NotFound as exc:
+        raise NotFound(exc.message, field="item_id") from None
+    item = view.item
+    result = QualityResult(
+        item_id=item.pk,
+        title=render.clean_text(view.title),
+        url=item.get_absolute_url(),
+        quality_score=round(view.quality_score, 4),
+        quality_breakdown=view.quality_breakdown,
+        review_status=view.review_status,
+        review_cadence_days=item.review_cadence_days,
+        next_review_date=_iso(item.next_review_date),
+        last_reviewed_at=_iso(item.last_reviewed_at),
+    )
+    lines = [
+        f"## Quality: {render.one_line(result.title)}",
+        f"item_id: {result.item_id} · url: {result.url}",
+        f"Quality score: {result.quality_score:.2f} (0 to 1, computed nightly)",
+    ]
+    if result.quality_breakdown:
+        lines.append(
+            "Breakdown:\n"
+            + "\n".join(
+                f"- {render.one_line(str(k))}: {render.one_line(json.dumps(v, default=str))[:200]}"
+                for k, v in result.quality_breakdown.items()
+            )
+        )
+    else:
+        lines.append("Breakdown: not computed yet.")
+    review = [f"status {result.review_status}"]
+    if result.review_cadence_days:
+        review.append(f"every {result.review_cadence_days} days")
+    if result.next_review_date:
+        review.append(f"next review {result.next_review_date}")
+    if result.last_reviewed_at:
+        review.append(f"last reviewed {result.last_reviewed_at[:10]}")
+    lines.append("Review: " + ", ".join(review))
+    markdown, _ = render.fit(lines, [], [], omitted_note="")
+    return ToolOutput(markdown, result)
+
+
+# --- presets ---
+
+
+def list_presets_tool(args: ListPresetsArgs, principal: Principal) -> ToolOutput:
+    presets = preset_list(owner=principal)
+    result = ListPresetsResult(
+        presets=[
+            PresetSummary(id=p.pk, name=render.clean_text(p.name), system=p.is_system, params=dict(p.params))
+            for p in presets
+        ]
+    )
+    lines = [
+        f"## Filter presets ({len(result.presets)})",
+        'Apply one with find(query="…", preset="<name or id>"); filters you also pass override the preset.',
+    ]
+    for preset in result.presets:
+        params = "; ".join(
+            f"{k}={v if not isinstance(v, list) else ','.join(map(str, v))}" for k, v in preset.params.items()
+        )
+        kind = "system" if preset.system else "yours"
+        lines.append(
+            f"- id {preset.id} · {render.one_line(preset.name)} ({kind}): {render.one_line(params)[:300]}"
+        )
+    markdown, _ = render.fit(lines, [], [], omitted_note="")
+    return ToolOutput(markdown, result)
+
+
+# --- the fixed tool list ---
+
+FIND_DESCRIPTION = (
+    "Search the knowledge base (guides, policies, templates, case studies, Q&A, checklists) with hybrid "
+    "keyword + semantic retrieval. Returns ranked results with plain-text snippets, match offsets, ids and "
+    "review status. Use granularity='chunk' for passages, similar_to for related items, the review filters "
+    "to find content due for review, and next_cursor to page. Follow up with read(...) for more text."
+)
+READ_DESCRIPTION = (
+    "Read an item found by find: its text (item_id, or an item-level match_id) or the matched passage with "
+    "neighbouring chunks (a chunk match_id), plus its table of contents and metadata. Long text comes in "
+    "pages: pass next_cursor to continue."
+)
+LIST_PRESETS_DESCRIPTION = (
+    "List the saved filter presets (e.g. 'Overdue for review', 'Policies') with their ids and filters. Pass "
+    "a name or id as find(preset=…)."
+)
+QUALITY_DESCRIPTION = (
+    "Show an item's stored quality score (0-1) with its breakdown, and its review status: cadence, next "
+    "review date, last review. Read-only."
+)
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "find",
+        "Search the knowledge base",
+        FIND_DESCRIPTION,
+        FindArgs,
+        FindResult,
+        find_tool,
+        "Search failed",
+        "Try simplifying your query.",
+    ),
+    ToolSpec(
+        "read",
+        "Read an item or passage",
+        READ_DESCRIPTION,
+        ReadArgs,
+        ReadResult,
+        read_tool,
+        "Read failed",
+        "Try again, or read by item_id with a smaller max_chars.",
+    ),
+    ToolSpec(
+        "quality",
+        "Quality and review status",
+        QUALITY_DESCRIPTION,
+        QualityArgs,
+        QualityResult,
+        quality_tool,
+        "Quality lookup failed",
+        "Try again with an item_id from a find result.",
+    ),
+    ToolSpec(
+        "list_presets",
+        "List filter presets",
+        LIST_PRESETS_DESCRIPTION,
+        ListPresetsArgs,
+        ListPresetsResult,
+        list_presets_tool,
+        "Listing presets failed",
+        "Try again, or call find without a preset.",
+    ),
+)
