@@ -22,6 +22,7 @@ import hmac
 import ipaddress
 import os
 import re
+from pathlib import Path
 from typing import Literal
 
 from django.conf import settings
@@ -161,3 +162,17 @@ def metrics_access(*, remote_addr: str | None, authorization: str | None) -> Lit
     if _address_allowed(remote_addr):
         return "ok"
     return "unauthorized" if token else "forbidden"
+
+
+def multiprocess_dir_prepare(home: Path) -> str:
+    """Empty (or create) the folder the web workers share their metric files in; returns its path.
+
+    Called by the process that starts the web workers, before starting them (``manage.py up``). Uses
+    ``PROMETHEUS_MULTIPROC_DIR`` when set, else ``<KB_HOME>/metrics``. Only metric files (``*.db``) are
+    removed: values from a previous run must not be added to this run's.
+    """
+    folder = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or home / "metrics")
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("*.db"):
+        stale.unlink(missing_ok=True)
+    return str(folder)

@@ -8,6 +8,7 @@ surface at all (evaluation runs, internal callers) reach the metrics but not the
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -16,7 +17,8 @@ from django.dispatch import receiver
 
 from analytics import metrics
 from analytics.context import request_info
-from analytics.services import querylog_record
+from analytics.models import QueryLog
+from analytics.services import querylog_entry
 from search.signals import search_performed
 from search.types import RetrievalQuery, RetrievalResult
 
@@ -56,9 +58,21 @@ def search_performed_received(
     if surface == INTERNAL_SURFACE or not getattr(settings, "QUERY_LOG_ENABLED", True):
         return
     try:
-        # A savepoint: a failed insert must not break a transaction the caller is in.
-        with transaction.atomic():
-            querylog_record(query=query, result=result, corpus=corpus, surface=surface, tool=tool)
+        # Built now (the request context is needed), saved when the caller's transaction commits: at once
+        # in autocommit (every surface), and a failed insert can never break a transaction in progress.
+        entry = querylog_entry(query=query, result=result, corpus=corpus, surface=surface, tool=tool)
+        transaction.on_commit(partial(_save, entry))
     except Exception:  # noqa: BLE001 - the search already answered; losing one log row is acceptable
-        metrics.QUERY_LOG_FAILURES.inc()
-        logger.exception("analytics: could not record the search in the query log")
+        _failed()
+
+
+def _failed() -> None:
+    metrics.QUERY_LOG_FAILURES.inc()
+    logger.exception("analytics: could not record the search in the query log")
+
+
+def _save(entry: QueryLog) -> None:
+    try:
+        entry.save(force_insert=True)
+    except Exception:  # noqa: BLE001
+        _failed()

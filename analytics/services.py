@@ -118,14 +118,14 @@ def filters_from_json(data: dict[str, Any]) -> SearchFilters:
     return SearchFilters(**values)
 
 
-def querylog_record(
+def querylog_entry(
     *, query: RetrievalQuery, result: RetrievalResult, corpus: str, surface: str, tool: str = "",
     remote_addr: str | None = None,
 ) -> QueryLog:
-    """Write one ``QueryLog`` row for a finished search (one INSERT)."""
+    """The (unsaved) ``QueryLog`` row of a finished search, privacy rules applied."""
     timings = {k: round(float(v), 3) for k, v in result.timings_ms.items() if isinstance(v, int | float)}
     principal = query.principal
-    return QueryLog.objects.create(
+    return QueryLog(
         surface=surface[:16],
         tool=(tool or "")[:32],
         principal_kind=principal.kind,
@@ -149,6 +149,17 @@ def querylog_record(
         vector_ms=timings.get("vector_ms"),
         timings_ms=timings,
     )
+
+
+def querylog_record(
+    *, query: RetrievalQuery, result: RetrievalResult, corpus: str, surface: str, tool: str = "",
+    remote_addr: str | None = None,
+) -> QueryLog:
+    """Write one ``QueryLog`` row for a finished search (one INSERT)."""
+    entry = querylog_entry(query=query, result=result, corpus=corpus, surface=surface, tool=tool,
+                           remote_addr=remote_addr)
+    entry.save(force_insert=True)
+    return entry
 
 
 def _mark_first_match(rows: Any, item_id: int) -> int | None:

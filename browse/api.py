@@ -128,7 +128,7 @@ def search_api(request: HttpRequest) -> HttpResponse:
         return _rate_limited(limit.retry_after, "searches")
     query = RetrievalQuery(
         text=body.query, principal=principal_for_user(request.user), filters=filters, limit=body.limit,
-        cursor=body.cursor, threshold=body.threshold, with_facets=True,
+        cursor=body.cursor, threshold=body.threshold, with_facets=True, surface="browse",
     )
     try:
         result = retrieve(query=query)

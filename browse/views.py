@@ -137,7 +137,7 @@ def _fill(listing: Listing, request: HttpRequest, principal: Principal, *, close
                 return
             result = retrieve(query=RetrievalQuery(
                 text=listing.q, principal=principal, filters=listing.filters, limit=PAGE_SIZE,
-                cursor=listing.cursor,
+                cursor=listing.cursor, surface="browse",
             ))
             listing.cards = presenters.cards_from_hits(result.hits)
             listing.total, listing.next_cursor = result.total, result.next_cursor

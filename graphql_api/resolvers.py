@@ -84,6 +84,7 @@ def resolve_search(info: Any, data: Any) -> ResultNode:
             cursor=data.get("cursor") or None,
             threshold=SITE_THRESHOLD if threshold is None else threshold,
             with_facets=_selects(info, "facets"),
+            surface="graphql",
         )
         result = retrieve(query=query)
     except SearchError as exc:
@@ -110,6 +111,7 @@ def resolve_note_paths(info: Any, data: Any) -> list[str]:
                     corpus=corpus,
                     filters=filters,
                     limit=first,
+                    surface="graphql",
                 )
             )
             return [hit.url for hit in result.hits if not hit.closed]

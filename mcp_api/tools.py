@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from analytics.services import querylog_mark_followup
 from mcp_api import render
 from mcp_api.schemas import (
     FindArgs,
@@ -124,6 +125,8 @@ def find_query(args: FindArgs, principal: Principal) -> RetrievalQuery:
         limit=args.limit,
         cursor=args.cursor,
         similar_to=args.similar_to,
+        surface="mcp",
+        tool="find",
     )
 
 
@@ -312,6 +315,8 @@ def read_tool(args: ReadArgs, principal: Principal) -> ToolOutput:
         except NotFound as exc:
             raise NotFound(exc.message, field="item_id" if args.item_id is not None else "match_id") from None
     offset = _decode_read_cursor(args.cursor, target)
+    if offset == 0:
+        querylog_mark_followup(principal, view.item.pk)  # the query log credits the find that led here
     page, next_offset = _page(view.text, offset, args.max_chars)
     result = ReadResult(
         item_id=view.item.pk,
@@ -407,7 +412,7 @@ def quality_tool(args: QualityArgs, principal: Principal) -> ToolOutput:
     lines = [
         f"## Quality: {render.one_line(result.title)}",
         f"item_id: {result.item_id} · url: {result.url}",
-        f"Quality score: {result.quality_score:.2f} (0 to 1, computed nightly)",
+        f"Quality score: {result.quality_score:.1f} (0 to 100, computed nightly)",
     ]
     if result.quality_breakdown:
         lines.append(
@@ -476,7 +481,7 @@ LIST_PRESETS_DESCRIPTION = (
     "a name or id as find(preset=…)."
 )
 QUALITY_DESCRIPTION = (
-    "Show an item's stored quality score (0-1) with its breakdown, and its review status: cadence, next "
+    "Show an item's stored quality score (0-100) with its breakdown, and its review status: cadence, next "
     "review date, last review. Read-only."
 )
 

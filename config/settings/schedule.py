@@ -47,4 +47,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": crontab(hour=5, minute=0, day_of_week=0),
         "options": {"expires": _DAY_S},
     },
+    # Query-log retention (analytics): delete search log rows older than QUERY_LOG_RETENTION_DAYS
+    # (default 90), daily at 04:30. Idempotent, in batches; a missed day is caught up by the next run.
+    "querylog-purge": {
+        "task": "analytics.querylog_purge",
+        "schedule": crontab(hour=4, minute=30),
+        "options": {"expires": _DAY_S - 3600},
+    },
 }

@@ -21,6 +21,7 @@ from typing import Any
 from django.db import connection
 
 from search.errors import SearchError
+from search.services import scratch_db
 
 METRICS = ("ndcg@10", "recall@100", "mrr@10")
 
@@ -53,39 +54,12 @@ def dataset_load(directory: Path, split: str) -> Dataset:
     return Dataset(corpus, queries, qrels)
 
 
-def _cache_rows() -> list[tuple[str, str, str]]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT model, text_hash, embedding::text FROM search_embeddingcache")
-        return list(cursor.fetchall())
-
-
-def _cache_insert(rows: list[tuple[str, str, str]]) -> None:
-    with connection.cursor() as cursor:
-        for start in range(0, len(rows), 1000):
-            cursor.executemany(
-                "INSERT INTO search_embeddingcache (model, text_hash, embedding, created_at) "
-                "VALUES (%s, %s, %s::vector, now()) ON CONFLICT DO NOTHING",
-                rows[start : start + 1000],
-            )
-
-
 @contextmanager
 def evaluation_database() -> Iterator[None]:
-    """Switch the default connection to a fresh, migrated throwaway database for the duration."""
-    cached = _cache_rows()
-    creation = connection.creation
-    original_name = connection.settings_dict["NAME"]
-    connection.settings_dict.setdefault("TEST", {})
-    connection.settings_dict["TEST"]["NAME"] = f"kb_eval_{os.getpid()}"
-    creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-    try:
-        _cache_insert(cached)
+    """Switch the default connection to a fresh, migrated throwaway database for the duration
+    (``search.services.scratch_db``), with the embedding cache copied in and new rows copied back."""
+    with scratch_db.scratch_database(name=f"kb_eval_{os.getpid()}", copy_embedding_cache=True):
         yield
-        known = {(m, h) for m, h, _ in cached}
-        fresh = [row for row in _cache_rows() if (row[0], row[1]) not in known]
-    finally:
-        creation.destroy_test_db(original_name, verbosity=0)
-    _cache_insert(fresh)
 
 
 def run_queries(

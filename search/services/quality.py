@@ -99,7 +99,7 @@ class QualityInputs:
 
 
 class QualityBreakdown(TypedDict):
-    """The JSON stored in ``ContentItem.quality_breakdown``: flat, points first, so any surface can list it."""
+    """The JSON in ``ContentItem.quality_breakdown``: flat, points first, so any surface can list it."""
 
     freshness: float  # 0–40
     summary: float  # completeness parts: summary 0/20, keywords 0–15, body 0–15, author 0/5, domain 0/5

@@ -283,3 +283,15 @@ def test_several_operations_need_an_operation_name(client: Client) -> None:
         content_type="application/json",
     )
     assert response.json() == {"data": {"recentSearches": []}}
+
+
+@pytest.mark.django_db
+def test_introspection_passes_the_protection_rules(client: Client) -> None:
+    # given the introspection query GraphiQL and code generators send (deeper than 8 levels)
+    from graphql import get_introspection_query
+
+    # when it is posted
+    status, body = gql(client, get_introspection_query())
+    # then it runs: introspection fields do not count towards the depth limit
+    assert status == 200, body
+    assert body["data"]["__schema"]["queryType"]["name"] == "Query"

@@ -55,6 +55,7 @@ class Command(BaseCommand):
                 mode=opts["mode"],
                 limit=opts["limit"],
                 threshold=opts["threshold"],
+                surface="cli",
             ))
         except (SearchError, DatabaseError, ValueError) as exc:
             message = getattr(exc, "message", None) or str(exc).strip().splitlines()[0]

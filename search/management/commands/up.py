@@ -54,10 +54,14 @@ class Command(BaseCommand):
             self._first_start(opts)
             if stopping:
                 return
+            # The web workers share their Prometheus metrics through files, so /metrics counts all of them.
+            from analytics.metrics import multiprocess_dir_prepare
+
+            web_env = {**child_env, "PROMETHEUS_MULTIPROC_DIR": multiprocess_dir_prepare(home)}
             children.append(self._spawn(
                 [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host",
                  env.env_str("HOST", "127.0.0.1"), "--port", str(port), "--workers",
-                 str(env.env_int("WEB_WORKERS", 2, minimum=1, maximum=64)), "--log-level", "warning"], child_env))
+                 str(env.env_int("WEB_WORKERS", 2, minimum=1, maximum=64)), "--log-level", "warning"], web_env))
             if not opts["no_worker"]:
                 children.append(self._spawn(
                     [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "warning",
@@ -120,9 +124,17 @@ class Command(BaseCommand):
             User.objects.create_superuser("admin", "admin@example.com", password)
             self.stdout.write(self.style.WARNING(f"Created admin user: admin / {password}  (shown once)"))
         if not opts["no_demo"] and not demo.demo_loaded():
+            from django.utils import timezone
+
+            from search.services.governance import review_flags_update
+            from search.services.quality import quality_scores_update
+
             self.stdout.write("Loading the demo knowledge base (first start only)…")
             result = demo.demo_load()
             self.stdout.write(f"  {result}")
+            # Fresh review flags and quality scores now, rather than at the next 03:45 / 04:00 beat.
+            review_flags_update(today=timezone.now().date())
+            quality_scores_update(now=timezone.now())
         pending = indexing.columns_pending().count() + embeddings_pending(active_space().model).count()
         if pending:
             with progress_bar(self, total=pending, desc="index") as update:
