@@ -40,8 +40,20 @@ def _days(request: HttpRequest) -> int:
 
 @admin.register(QueryLog)
 class QueryLogAdmin(admin.ModelAdmin):
-    list_display = ["created_at", "surface", "tool", "principal_kind", "query", "result_count", "partial_match",
-                    "degraded_list", "total_ms_rounded", "lexical_ms_rounded", "vector_ms_rounded", "clicked_item_id"]
+    list_display = [
+        "created_at",
+        "surface",
+        "tool",
+        "principal_kind",
+        "query",
+        "result_count",
+        "partial_match",
+        "degraded_list",
+        "total_ms_rounded",
+        "lexical_ms_rounded",
+        "vector_ms_rounded",
+        "clicked_item_id",
+    ]
     list_filter = ["surface", "tool", "principal_kind", "partial_match", "paged", "corpus"]
     search_fields = ["query_text"]
     date_hierarchy = "created_at"
@@ -146,28 +158,34 @@ class QueryLogAdmin(admin.ModelAdmin):
             self.message_user(request, " ".join(exc.messages), messages.ERROR)
         else:
             url = reverse("admin:analytics_synonym_change", args=[synonym.pk])
-            self.message_user(request, format_html('Synonym created: <a href="{}">{}</a>', url, synonym),
-                              messages.SUCCESS)
+            self.message_user(
+                request, format_html('Synonym created: <a href="{}">{}</a>', url, synonym), messages.SUCCESS
+            )
         return self._back(request)
 
     def gap_view(self, request: HttpRequest) -> HttpResponse:
         self._require(request, "analytics.add_contentgap")
         try:
             gap, created = services.content_gap_create(
-                query_hash=request.POST.get("query_hash", ""), note=request.POST.get("note", ""), user=request.user
+                query_hash=request.POST.get("query_hash", ""),
+                note=request.POST.get("note", ""),
+                user=request.user,
             )
         except ValidationError as exc:
             self.message_user(request, " ".join(exc.messages), messages.ERROR)
         else:
             url = reverse("admin:analytics_contentgap_change", args=[gap.pk])
             verb = "Content gap noted" if created else "Already noted (count updated)"
-            self.message_user(request, format_html('{}: <a href="{}">{}</a>', verb, url, gap), messages.SUCCESS)
+            self.message_user(
+                request, format_html('{}: <a href="{}">{}</a>', verb, url, gap), messages.SUCCESS
+            )
         return self._back(request)
 
 
 class SynonymForm(forms.ModelForm):
     terms = SimpleArrayField(
-        forms.CharField(max_length=200), delimiter=",",
+        forms.CharField(max_length=200),
+        delimiter=",",
         help_text="Words or phrases separated by commas. One-way: the first expands to the others.",
     )
 

@@ -110,7 +110,9 @@ def querylog_explain(*, log: QueryLog) -> ExplainReport:
                     cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) " + sql, params)
                     plan = "\n".join(str(row[0]) for row in cursor.fetchall())
                 except DatabaseError as exc:  # e.g. the statement timeout: the transaction is done
-                    report.statements.append(ExplainedStatement(sql, _params(params), f"EXPLAIN failed: {exc}"))
+                    report.statements.append(
+                        ExplainedStatement(sql, _params(params), f"EXPLAIN failed: {exc}")
+                    )
                     break
                 report.statements.append(ExplainedStatement(sql, _params(params), plan[:PLAN_MAX_CHARS]))
         transaction.set_rollback(True)

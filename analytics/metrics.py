@@ -27,7 +27,14 @@ from typing import Literal
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
 
 from search.types import RetrievalResult
 
@@ -36,7 +43,7 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0
 
 REQUEST_LATENCY = Histogram(
     "kb_http_request_duration_seconds",
-    "HTTP request latency per surface and operation; for /mcp the JSON-RPC method and, for tools/call, the tool.",
+    "HTTP request latency per surface and operation (/mcp: the JSON-RPC method, and the tool of tools/call).",
     ["surface", "operation", "tool"],
     buckets=LATENCY_BUCKETS,
 )
@@ -130,9 +137,9 @@ def allowed_networks() -> list[Network]:
             networks.append(ipaddress.ip_network(str(entry).strip(), strict=False))
         except ValueError:
             raise ImproperlyConfigured(
-                f"METRICS_ALLOWED_IPS contains {entry!r}, which is not an IP address or network. Use addresses "
-                "or CIDR networks separated by commas, e.g. 127.0.0.1,::1,10.0.0.0/8 (or set it empty and use "
-                "METRICS_TOKEN)."
+                f"METRICS_ALLOWED_IPS contains {entry!r}, which is not an IP address or network. "
+                "Use addresses or CIDR networks separated by commas, e.g. 127.0.0.1,::1,10.0.0.0/8 "
+                "(or 'none' and set METRICS_TOKEN)."
             ) from None
     return networks
 
@@ -147,7 +154,9 @@ def _address_allowed(remote_addr: str | None) -> bool:
     return any(address in network for network in allowed_networks())
 
 
-def metrics_access(*, remote_addr: str | None, authorization: str | None) -> Literal["ok", "unauthorized", "forbidden"]:
+def metrics_access(
+    *, remote_addr: str | None, authorization: str | None
+) -> Literal["ok", "unauthorized", "forbidden"]:
     """May this caller read /metrics?
 
     A ``Bearer`` token, when sent and ``METRICS_TOKEN`` is set, decides alone (a wrong token is refused

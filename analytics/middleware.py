@@ -23,11 +23,23 @@ from analytics.context import RequestInfo, current_request
 logger = logging.getLogger(__name__)
 
 # JSON-RPC methods an MCP client sends; anything else is labelled "other" (bounded label values).
-MCP_METHODS = frozenset({
-    "initialize", "notifications/initialized", "ping", "tools/list", "tools/call", "resources/list",
-    "resources/templates/list", "resources/read", "prompts/list", "prompts/get", "notifications/cancelled",
-    "logging/setLevel", "completion/complete",
-})
+MCP_METHODS = frozenset(
+    {
+        "initialize",
+        "notifications/initialized",
+        "ping",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "notifications/cancelled",
+        "logging/setLevel",
+        "completion/complete",
+    }
+)
 # Paths not measured: static files and the metrics endpoint itself.
 SKIPPED_PREFIXES = ("/static/", "/media/", "/metrics", "/favicon.ico")
 # (exact path or prefix ending in "/", surface, operation), first match wins.
@@ -54,8 +66,10 @@ def classify(path: str) -> tuple[str, str] | None:
     if path == "/":
         return "browse", "home"
     for route, surface, operation in ROUTES:
-        if path == route or path.startswith(route if route.endswith("/") else route + "/") or (
-            route.endswith("/") and path == route.rstrip("/")
+        if (
+            path == route
+            or path.startswith(route if route.endswith("/") else route + "/")
+            or (route.endswith("/") and path == route.rstrip("/"))
         ):
             return surface, operation
     return "other", "other"
@@ -105,14 +119,20 @@ def request_info(request: HttpRequest) -> RequestInfo | None:
     tool = ""
     if surface == "mcp":
         operation, tool = mcp_operation(request)
-    return RequestInfo(surface=surface, operation=operation, tool=tool,
-                       remote_addr=request.META.get("REMOTE_ADDR") or "")
+    return RequestInfo(
+        surface=surface, operation=operation, tool=tool, remote_addr=request.META.get("REMOTE_ADDR") or ""
+    )
 
 
 def _record(info: RequestInfo, started: float, status: int) -> None:
     try:
-        metrics.observe_request(surface=info.surface, operation=info.operation, tool=info.tool, status=status,
-                                seconds=time.perf_counter() - started)
+        metrics.observe_request(
+            surface=info.surface,
+            operation=info.operation,
+            tool=info.tool,
+            status=status,
+            seconds=time.perf_counter() - started,
+        )
     except Exception:  # noqa: BLE001 - metrics must never break a response
         logger.exception("could not record request metrics")
 

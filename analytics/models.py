@@ -25,11 +25,16 @@ class QueryLog(models.Model):
     tool = models.CharField(max_length=32, blank=True, help_text="MCP tool (find, …); blank elsewhere")
     principal_kind = models.CharField(max_length=16, help_text="anonymous, user, staff or api_key")
     principal_key = models.CharField(
-        max_length=32, blank=True,
+        max_length=32,
+        blank=True,
         help_text="keyed hash of the user / API key (signed-out: of the IP and the day); never the raw id",
     )
-    query_text = models.TextField(blank=True, help_text="empty for signed-out callers unless QUERY_LOG_ANONYMOUS_TEXT")
-    query_hash = models.CharField(max_length=64, blank=True, help_text="keyed hash of the normalized query text")
+    query_text = models.TextField(
+        blank=True, help_text="empty for signed-out callers unless QUERY_LOG_ANONYMOUS_TEXT"
+    )
+    query_hash = models.CharField(
+        max_length=64, blank=True, help_text="keyed hash of the normalized query text"
+    )
     corpus = models.CharField(max_length=8, default="live")
     mode = models.CharField(max_length=8, default="hybrid")
     granularity = models.CharField(max_length=8, default="item")
@@ -89,7 +94,8 @@ class Synonym(models.Model):
 
     language = models.CharField(max_length=16, blank=True, help_text="language code (en, fr, …); blank = all")
     terms = ArrayField(
-        models.CharField(max_length=200), help_text="comma-separated words or phrases; one-way: the first expands"
+        models.CharField(max_length=200),
+        help_text="comma-separated words or phrases; one-way: the first expands",
     )
     one_way = models.BooleanField(default=False, help_text="only the first word expands to the others")
     created_at = models.DateTimeField(default=timezone.now)
@@ -109,16 +115,28 @@ class Synonym(models.Model):
         self.terms = normalize_terms(list(self.terms or []))
         self.language = self.language.strip().lower()
         if len(self.terms) < 2:
-            raise ValidationError({"terms": "Give at least two different words: the word and what it also means."})
+            raise ValidationError(
+                {"terms": "Give at least two different words: the word and what it also means."}
+            )
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.terms = normalize_terms(list(self.terms or []))
         self.language = (self.language or "").strip().lower()
         super().save(*args, **kwargs)
+        from search.services.expansion import synonyms_invalidate
+
+        synonyms_invalidate()  # the engine caches synonym sets; a change applies to the next search
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        result = super().delete(*args, **kwargs)
+        from search.services.expansion import synonyms_invalidate
+
+        synonyms_invalidate()
+        return result
 
 
 class ContentGap(models.Model):
-    """A note that people search for something the knowledge base does not cover (from a zero-result query)."""
+    """People search for something the knowledge base does not cover (from a zero-result query)."""
 
     class Status(models.TextChoices):
         OPEN = "open", "Open"
@@ -132,8 +150,9 @@ class ContentGap(models.Model):
     note = models.TextField(blank=True)
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.OPEN)
     created_at = models.DateTimeField(default=timezone.now)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["-created_at"]

@@ -35,15 +35,19 @@ def _since(days: int, now: datetime | None = None) -> datetime:
 
 
 def _grouped(rows: QuerySet[QueryLog]) -> QuerySet[Any]:
-    return rows.exclude(query_hash="").values("query_hash").annotate(
-        text=Max("query_text"),
-        searches=Count("id"),
-        callers=Count("principal_key", distinct=True),
-        zero=Count("id", filter=Q(result_count=0)),
-        clicks=Count("id", filter=Q(clicked_item_id__isnull=False)),
-        avg_ms=Avg("total_ms"),
-        last_at=Max("created_at"),
-        surfaces=ArrayAgg("surface", distinct=True, default=[]),
+    return (
+        rows.exclude(query_hash="")
+        .values("query_hash")
+        .annotate(
+            text=Max("query_text"),
+            searches=Count("id"),
+            callers=Count("principal_key", distinct=True),
+            zero=Count("id", filter=Q(result_count=0)),
+            clicks=Count("id", filter=Q(clicked_item_id__isnull=False)),
+            avg_ms=Avg("total_ms"),
+            last_at=Max("created_at"),
+            surfaces=ArrayAgg("surface", distinct=True, default=[]),
+        )
     )
 
 
@@ -60,7 +64,8 @@ def zero_result_queries(*, days: int = 30, limit: int = 50) -> list[dict[str, An
         status=ContentGap.Status.DISMISSED
     )
     grouped = list(
-        _grouped(rows).annotate(has_gap=Exists(open_gaps), suggestion=Max("suggestion"))
+        _grouped(rows)
+        .annotate(has_gap=Exists(open_gaps), suggestion=Max("suggestion"))
         .order_by("-searches", "-last_at")[:limit]
     )
     by_term: dict[str, Synonym] = {}
@@ -112,14 +117,17 @@ def retry_loops(
     table = QueryLog._meta.db_table
     sql = f"""
         WITH ordered AS (
-            SELECT id, principal_key, principal_kind, surface, query_text, query_hash, result_count, created_at,
-                   CASE WHEN created_at - lag(created_at) OVER w <= make_interval(secs => %s) THEN 0 ELSE 1 END
+            SELECT id, principal_key, principal_kind, surface, query_text, query_hash, result_count,
+                   created_at,
+                   CASE WHEN created_at - lag(created_at) OVER w <= make_interval(secs => %s)
+                        THEN 0 ELSE 1 END
                        AS starts
             FROM {table}
             WHERE created_at >= %s AND principal_key <> '' AND NOT paged
             WINDOW w AS (PARTITION BY principal_key ORDER BY created_at, id)
         ), chained AS (
-            SELECT *, sum(starts) OVER (PARTITION BY principal_key ORDER BY created_at, id) AS chain FROM ordered
+            SELECT *, sum(starts) OVER (PARTITION BY principal_key ORDER BY created_at, id) AS chain
+            FROM ordered
         )
         SELECT principal_key, min(principal_kind), array_agg(DISTINCT surface), count(*),
                min(created_at), max(created_at),
@@ -145,14 +153,17 @@ def slowest_queries(*, days: int = 7, limit: int = 50) -> list[QueryLog]:
 def surface_summary(*, days: int = 30) -> list[dict[str, Any]]:
     """Searches, zero results, clicks and mean engine time per surface and tool."""
     return list(
-        QueryLog.objects.filter(created_at__gte=_since(days)).values("surface", "tool").annotate(
+        QueryLog.objects.filter(created_at__gte=_since(days))
+        .values("surface", "tool")
+        .annotate(
             searches=Count("id"),
             zero=Count("id", filter=Q(result_count=0)),
             clicks=Count("id", filter=Q(clicked_item_id__isnull=False)),
             avg_ms=Avg("total_ms"),
             avg_lexical_ms=Avg("lexical_ms"),
             avg_vector_ms=Avg("vector_ms"),
-        ).order_by("-searches")
+        )
+        .order_by("-searches")
     )
 
 
@@ -169,21 +180,34 @@ def popular_topics(limit: int = 8) -> list[str]:
     if cached is not None:
         return list(cached)
     min_callers = int(getattr(settings, "POPULAR_TOPICS_MIN_CALLERS", 3))
-    rows = QueryLog.objects.filter(
-        created_at__gte=_since(POPULAR_TOPICS_DAYS), result_count__gt=0, paged=False, corpus="live",
-        surface__in=AUDIENCE_SURFACES, similar_to__isnull=True,
-    ).exclude(query_text="").exclude(principal_key="")
+    rows = (
+        QueryLog.objects.filter(
+            created_at__gte=_since(POPULAR_TOPICS_DAYS),
+            result_count__gt=0,
+            paged=False,
+            corpus="live",
+            surface__in=AUDIENCE_SURFACES,
+            similar_to__isnull=True,
+        )
+        .exclude(query_text="")
+        .exclude(principal_key="")
+    )
     if not getattr(settings, "QUERY_LOG_ANONYMOUS_TEXT", False):
         rows = rows.exclude(principal_kind="anonymous")
     grouped = (
-        rows.values("query_hash").annotate(text=Max("query_text"), callers=Count("principal_key", distinct=True),
-                                           searches=Count("id"))
-        .filter(callers__gte=min_callers).order_by("-callers", "-searches", "text")[: limit * 3]
+        rows.values("query_hash")
+        .annotate(text=Max("query_text"), callers=Count("principal_key", distinct=True), searches=Count("id"))
+        .filter(callers__gte=min_callers)
+        .order_by("-callers", "-searches", "text")[: limit * 3]
     )
     topics: list[str] = []
     for row in grouped:
         text = " ".join(row["text"].split())
-        if text and len(text) <= POPULAR_TOPIC_MAX_CHARS and text.casefold() not in {t.casefold() for t in topics}:
+        if (
+            text
+            and len(text) <= POPULAR_TOPIC_MAX_CHARS
+            and text.casefold() not in {t.casefold() for t in topics}
+        ):
             topics.append(text)
         if len(topics) >= limit:
             break

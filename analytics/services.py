@@ -58,7 +58,9 @@ def query_hash(text: str) -> str:
     return _keyed("q:" + normal) if normal else ""
 
 
-def principal_key(principal: Principal, *, remote_addr: str | None = None, now: datetime | None = None) -> str:
+def principal_key(
+    principal: Principal, *, remote_addr: str | None = None, now: datetime | None = None
+) -> str:
     """A pseudonymous, stable key for the caller ("" for a signed-out caller with no known address).
 
     ``remote_addr`` defaults to the current request's (``analytics.context``).
@@ -119,7 +121,12 @@ def filters_from_json(data: dict[str, Any]) -> SearchFilters:
 
 
 def querylog_entry(
-    *, query: RetrievalQuery, result: RetrievalResult, corpus: str, surface: str, tool: str = "",
+    *,
+    query: RetrievalQuery,
+    result: RetrievalResult,
+    corpus: str,
+    surface: str,
+    tool: str = "",
     remote_addr: str | None = None,
 ) -> QueryLog:
     """The (unsaved) ``QueryLog`` row of a finished search, privacy rules applied."""
@@ -152,12 +159,18 @@ def querylog_entry(
 
 
 def querylog_record(
-    *, query: RetrievalQuery, result: RetrievalResult, corpus: str, surface: str, tool: str = "",
+    *,
+    query: RetrievalQuery,
+    result: RetrievalResult,
+    corpus: str,
+    surface: str,
+    tool: str = "",
     remote_addr: str | None = None,
 ) -> QueryLog:
     """Write one ``QueryLog`` row for a finished search (one INSERT)."""
-    entry = querylog_entry(query=query, result=result, corpus=corpus, surface=surface, tool=tool,
-                           remote_addr=remote_addr)
+    entry = querylog_entry(
+        query=query, result=result, corpus=corpus, surface=surface, tool=tool, remote_addr=remote_addr
+    )
     entry.save(force_insert=True)
     return entry
 
@@ -187,12 +200,17 @@ def querylog_mark_click(
     if not key or not digest:
         return None
     rows = QueryLog.objects.filter(
-        principal_key=key, query_hash=digest, surface="browse", created_at__gte=timezone.now() - FOLLOWUP_WINDOW
+        principal_key=key,
+        query_hash=digest,
+        surface="browse",
+        created_at__gte=timezone.now() - FOLLOWUP_WINDOW,
     ).order_by("-created_at", "-id")
     return _mark_first_match(rows, item_id)
 
 
-def querylog_mark_followup(principal: Principal, item_id: int, *, remote_addr: str | None = None) -> int | None:
+def querylog_mark_followup(
+    principal: Principal, item_id: int, *, remote_addr: str | None = None
+) -> int | None:
     """MCP: the caller read ``item_id``; credit the newest MCP search of the same caller that returned it.
 
     Cheap (two indexed statements) and never raises: the read must not fail because of analytics.
@@ -217,7 +235,9 @@ def querylog_purge(*, now: datetime | None = None, batch_size: int = PURGE_BATCH
     deleted = 0
     while True:
         ids = list(
-            QueryLog.objects.filter(created_at__lt=cutoff).order_by().values_list("id", flat=True)[:batch_size]
+            QueryLog.objects.filter(created_at__lt=cutoff)
+            .order_by()
+            .values_list("id", flat=True)[:batch_size]
         )
         if not ids:
             return deleted
@@ -231,7 +251,9 @@ def _readable_text(digest: str) -> str:
     return row.query_text if row is not None else ""
 
 
-def synonym_create_from_query(*, query_hash: str, means: str, language: str = "", one_way: bool = True) -> Synonym:
+def synonym_create_from_query(
+    *, query_hash: str, means: str, language: str = "", one_way: bool = True
+) -> Synonym:
     """A zero-result query becomes a synonym: the query's words → ``means`` (comma-separated alternatives).
 
     One-way by default (the query expands to the alternatives; a search for the alternatives is unchanged).
@@ -271,7 +293,10 @@ def content_gap_create(*, query_hash: str, note: str = "", user: Any = None) -> 
         existing.save(update_fields=["searches", "note"])
         return existing, False
     gap = ContentGap.objects.create(
-        query_text=text, query_hash=query_hash, searches=searches, note=note,
+        query_text=text,
+        query_hash=query_hash,
+        searches=searches,
+        note=note,
         created_by=user if getattr(user, "is_authenticated", False) else None,
     )
     return gap, True

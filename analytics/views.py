@@ -27,19 +27,23 @@ CLICK_RATE = "120/m"
 @never_cache
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    """Prometheus exposition; readable from ``METRICS_ALLOWED_IPS`` or with ``Authorization: Bearer <METRICS_TOKEN>``."""
+    """Prometheus exposition, for ``METRICS_ALLOWED_IPS`` or ``Authorization: Bearer <METRICS_TOKEN>``."""
     access = metrics.metrics_access(
         remote_addr=request.META.get("REMOTE_ADDR"), authorization=request.headers.get("Authorization")
     )
     if access == "unauthorized":
-        response = HttpResponse("Send Authorization: Bearer <METRICS_TOKEN> to read /metrics.\n", status=401,
-                                content_type="text/plain; charset=utf-8")
+        response = HttpResponse(
+            "Send Authorization: Bearer <METRICS_TOKEN> to read /metrics.\n",
+            status=401,
+            content_type="text/plain; charset=utf-8",
+        )
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
     if access == "forbidden":
         return HttpResponse(
             "/metrics is readable only from the addresses in METRICS_ALLOWED_IPS (or with METRICS_TOKEN).\n",
-            status=403, content_type="text/plain; charset=utf-8",
+            status=403,
+            content_type="text/plain; charset=utf-8",
         )
     body, content_type = metrics.metrics_payload()
     return HttpResponse(body, content_type=content_type)
@@ -94,9 +98,12 @@ def click_view(request: HttpRequest) -> HttpResponse:
     try:
         body = ClickRequest.model_validate(json.loads(request.body or b"null"))
         text = validate_query_text(body.query, field="query")
-    except (ValueError, ValidationError, SearchError):
+    except (ValueError, RecursionError, ValidationError, SearchError):  # RecursionError: nesting too deep
         return _error(400, "invalid", 'Send {"query": "<the search text>", "item_id": <a result id>}.')
     log_id = services.querylog_mark_click(
-        principal=principal_for_user(request.user), query_text=text, item_id=body.item_id, remote_addr=remote_addr
+        principal=principal_for_user(request.user),
+        query_text=text,
+        item_id=body.item_id,
+        remote_addr=remote_addr,
     )
     return JsonResponse({"recorded": log_id is not None})

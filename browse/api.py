@@ -111,7 +111,7 @@ def search_api(request: HttpRequest) -> HttpResponse:
         data = json.loads(request.body or b"null")
     except RequestDataTooBig:
         return error_response(413, "too_large", "The request body is too large.", field="body")
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting too deep
         return error_response(400, "invalid_json", "The body is not valid JSON.", field="body")
     if not isinstance(data, dict):
         return error_response(400, "invalid_json", "The body must be a JSON object.", field="body")
@@ -160,7 +160,7 @@ def recent_searches(request: HttpRequest) -> JsonResponse:
             if not isinstance(query, str):
                 raise SearchError("query is required: send {\"query\": \"…\"}.", field="query")
             browse_services.recent_search_record(user_id=user_id, query=query)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting too deep
             return error_response(400, "invalid_json", "The body is not valid JSON.", field="body")
         except SearchError as exc:
             return _search_error(exc)

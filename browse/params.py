@@ -74,6 +74,8 @@ class FilterParams(BaseModel):
     def _split_list(cls, value: Any) -> list[str]:
         if value is None:
             return []
+        if not isinstance(value, str | list | tuple):
+            raise ValueError("must be a string or a list of strings")
         raw = [value] if isinstance(value, str) else list(value)
         values: list[str] = []
         for entry in raw:

@@ -16,6 +16,7 @@ from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from analytics.selectors import popular_topics as popular_queries
 from browse import presenters, prompts, selectors as browse_selectors, services as browse_services
 from browse.markdown import render_markdown
 from browse.params import FILTER_PARAMS, filters_from_params, has_filters, params_from_filters
@@ -35,6 +36,7 @@ logger = logging.getLogger(__name__)
 PAGE_SIZE = DEFAULT_LIMIT
 SORTS = (("newest", "Newest"), ("title", "Title"), ("quality_score", "Quality score"))
 FRESHNESS_CHOICES = ((7, "Last 7 days"), (30, "Last 30 days"), (90, "Last 90 days"), (365, "Last year"))
+TOPICS_SHOWN = 8  # popular topics in the search dropdown and on the home page
 PARTIAL_HEADER = "X-KB-Partial"  # "results": the results region; "page": more cards + the next pager
 
 
@@ -178,8 +180,16 @@ def _with_retry_after(response: HttpResponse, listing: Listing, *, partial: str 
     return response
 
 
+def _popular_topics() -> list[str]:
+    """Real top queries (search analytics, cached) first, topped up with the most used keywords."""
+    queries = popular_queries(limit=TOPICS_SHOWN)
+    seen = {q.casefold() for q in queries}
+    keywords = [k for k in popular_topics(limit=TOPICS_SHOWN) if k.casefold() not in seen]
+    return (queries + keywords)[:TOPICS_SHOWN]
+
+
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "browse/home.html", {"topics": popular_topics()})
+    return render(request, "browse/home.html", {"topics": _popular_topics()})
 
 
 @require_GET
@@ -205,7 +215,7 @@ def browse(request: HttpRequest) -> HttpResponse:
                                  partial=partial)
     context.update({
         "options": filter_options(principal=principal),
-        "topics": popular_topics(),
+        "topics": _popular_topics(),
         "sorts": SORTS,
         "freshness_choices": FRESHNESS_CHOICES,
         "filter_params": FILTER_PARAMS,

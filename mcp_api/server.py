@@ -22,6 +22,7 @@ from mcp.types import Tool as MCPTool
 from mcp_server.djangomcp import DjangoMCP, django_request_ctx
 from pydantic import BaseModel, ValidationError
 
+from mcp_api.render import clean_text
 from mcp_api.tools import TOOLS, ToolSpec
 from search.errors import SearchError
 from search.principal import ANONYMOUS, Principal
@@ -55,7 +56,8 @@ def tool_definition(spec: ToolSpec) -> MCPTool:
 
 
 def error_result(message: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=message)], isError=True)
+    # Messages may echo argument names and values: keep them plain text (no control or bidi characters).
+    return CallToolResult(content=[TextContent(type="text", text=clean_text(message))], isError=True)
 
 
 def validation_message(tool: str, args_model: type[BaseModel], exc: ValidationError) -> str:

@@ -8,6 +8,7 @@ accepted request carries its ``Principal`` as ``request.kb_principal`` into the 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.conf import settings
@@ -16,6 +17,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
 from mcp_server.views import MCPServerStreamableHttpView
+from rest_framework.parsers import JSONParser
+from rest_framework.renderers import JSONRenderer
 
 from mcp_api.auth import AuthenticationFailed, origin_allowed, request_principal
 from mcp_api.server import mcp_server
@@ -50,6 +53,17 @@ def _body_too_large(request: HttpRequest) -> bool:
         return True
 
 
+def _nested_too_deeply(request: HttpRequest) -> bool:
+    """JSON nested past Python's recursion limit: the JSON parser would crash instead of answering."""
+    try:
+        json.loads(request.body)
+    except RecursionError:
+        return True
+    except ValueError:  # other malformed JSON gets the MCP server's own parse error
+        return False
+    return False
+
+
 def guard(request: HttpRequest) -> HttpResponse | None:
     """A refusal response, or None after setting ``request.kb_principal``."""
     if not origin_allowed(request.headers.get("Origin")):
@@ -65,6 +79,8 @@ def guard(request: HttpRequest) -> HttpResponse | None:
         return response
     if _body_too_large(request):
         return _refuse(413, f"Request body too large: at most {settings.MCP_MAX_BODY_BYTES} bytes.")
+    if _nested_too_deeply(request):
+        return _refuse(400, "Parse error: the JSON body is nested too deeply. Send one JSON-RPC message.")
     remote_addr = request.META.get("REMOTE_ADDR")
     ip_key = client_key(user_id=None, remote_addr=remote_addr)
     try:
@@ -90,6 +106,9 @@ class McpView(MCPServerStreamableHttpView):
     mcp_server = mcp_server
     authentication_classes: list[Any] = []
     permission_classes: list[Any] = []
+    # JSON only: DRF's browsable renderer (picked for ``Accept: text/html``) needs templates we do not ship.
+    renderer_classes = [JSONRenderer]
+    parser_classes = [JSONParser]
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         refused = guard(request)

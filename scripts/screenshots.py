@@ -64,8 +64,21 @@ def main() -> int:
         page.wait_for_selector(".item__title")
         shoot(page, "item")
 
+        context.close()
+
+        # /search as a browser without JavaScript sees it.
+        context = browser.new_context(viewport={"width": 1280, "height": 900}, java_script_enabled=False)
+        page = context.new_page()
         page.goto(f"{base}/search?q={args.query.replace(' ', '+')}")
         shoot(page, "search-no-js")
+        context.close()
+
+        # A phone-sized viewport.
+        context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=1)
+        page = context.new_page()
+        page.goto(f"{base}/browse?q={args.query.replace(' ', '+')}")
+        page.wait_for_selector(".cards .card")
+        shoot(page, "results-mobile")
         browser.close()
     return 0
 

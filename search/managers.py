@@ -45,6 +45,9 @@ class ContentItemQuerySet(models.QuerySet):
         return self.not_archived().in_corpus(corpus).visible_to(principal)
 
     def apply_filters(self, filters: SearchFilters, *, user_id: int | None = None) -> ContentItemQuerySet:
+        """The engine's filters; ``InvalidQuery`` for a text value PostgreSQL cannot receive (NUL, surrogate)."""
+        from search.query_parser import check_filter_text
+
         qs = self
         for field_name, values in (
             ("primary_domain", filters.domain),
@@ -58,10 +61,10 @@ class ContentItemQuerySet(models.QuerySet):
             if values:
                 lookups = Q()
                 for value in values:
-                    lookups |= Q(**{f"{field_name}__iexact": value})
+                    lookups |= Q(**{f"{field_name}__iexact": check_filter_text(value)})
                 qs = qs.filter(lookups)
         if filters.language:
-            qs = qs.filter(language=filters.language)
+            qs = qs.filter(language=check_filter_text(filters.language, field="language"))
         if not filters.include_qa:
             qs = qs.exclude(content_type="qa")
         if filters.date_from:

@@ -55,6 +55,16 @@ def validate_query_text(raw: str, *, field: str = "query", max_chars: int = MAX_
     return text
 
 
+def check_filter_text(value: str, *, field: str = "filters") -> str:
+    """``value`` unchanged, or ``InvalidQuery`` when PostgreSQL cannot receive it (a NUL byte, a lone surrogate)."""
+    if "\x00" in value or any("\ud800" <= ch <= "\udfff" for ch in value):
+        raise InvalidQuery(
+            f"{field} holds a NUL byte or an unpaired surrogate character; remove it and send plain text.",
+            field=field,
+        )
+    return value
+
+
 def parse(raw: str) -> ParsedQuery:
     text = normalize_query_text(raw)
     stops = analysis.all_stop_words()

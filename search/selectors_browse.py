@@ -60,13 +60,14 @@ def top_domains(*, limit: int = 3) -> list[DomainCount]:
 
 def popular_topics(*, limit: int = 6) -> list[str]:
     """The most used AI keywords of public live items (cached 1 h): suggestions for an empty search box."""
-    key = f"browse:popular_topics:v1:{limit}"
+    key = f"browse:popular_topics:v2:{limit}"
     cached = cache.get(key)
     if cached is not None:
         return list(cached)
     counter: Counter[str] = Counter()
     for keywords in _public_items().values_list("ai_keywords", flat=True).iterator(chunk_size=2000):
-        counter.update(k.strip() for k in keywords or () if k.strip())
+        # Bare numbers (years, versions) make poor topics.
+        counter.update(k.strip() for k in keywords or () if k.strip() and not k.strip().isdigit())
     topics = [k for k, _ in counter.most_common(limit)]
     cache.set(key, topics, POPULAR_TOPICS_TTL_S)
     return topics

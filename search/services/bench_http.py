@@ -196,9 +196,16 @@ class ClientPool:
 
 
 def round_trips(pool: ClientPool, make: Callable[[str], Request], texts: list[str], *, warmup: int,
+                budget_s: float = float("inf"), min_timed: int = 20,
                 progress: Callable[[int], None] | None = None) -> Timed:
+    """Sequential round trips (one request in flight), after ``warmup`` untimed ones; bounded like
+    ``bench.time_calls`` (warm-up by a quarter of ``budget_s``, timing by all of it, at least ``min_timed``)."""
+    started_all = time.monotonic()
     for text in texts[:warmup]:
         pool.send(make(text))
+        if time.monotonic() - started_all > budget_s / 4:
+            break
+    started_all = time.monotonic()
     timed = Timed()
     for text in texts:
         elapsed, problem = pool.send(make(text))
@@ -207,6 +214,8 @@ def round_trips(pool: ClientPool, make: Callable[[str], Request], texts: list[st
             timed.errors.append(problem)
         if progress:
             progress(1)
+        if len(timed.latencies_ms) >= min_timed and time.monotonic() - started_all > budget_s:
+            break
     return timed
 
 

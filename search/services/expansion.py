@@ -23,6 +23,8 @@ SYNONYM_WEIGHT = 0.8
 TYPO_WEIGHT = 0.6
 TYPO_MIN_CHARS = 5  # typo-tolerant matching only for words this long (one edit)
 SUGGEST_MIN_CHARS = 3
+# PostgreSQL's levenshtein() refuses longer strings; no one mistypes a word this long anyway.
+SUGGEST_MAX_CHARS = 255
 SYNONYM_CACHE_KEY = "kb:synonyms:v1"
 SYNONYM_CACHE_S = 300
 
@@ -101,6 +103,7 @@ class Correction:
 
 def corrections(words: list[str], *, max_distance: int = 2) -> dict[str, list[Correction]]:
     """Corpus words close to each given word (trigram candidates, then edit distance), best first."""
+    words = [w for w in words if len(w) <= SUGGEST_MAX_CHARS]
     if not words:
         return {}
     with connection.cursor() as cursor:
@@ -110,12 +113,12 @@ def corrections(words: list[str], *, max_distance: int = 2) -> dict[str, list[Co
             FROM unnest(%s::text[]) AS q(word)
             CROSS JOIN LATERAL (
                 SELECT term, df FROM search_term_stats
-                WHERE field = 'surface' AND term %% q.word
+                WHERE field = 'surface' AND term %% q.word AND length(term) <= %s
                 ORDER BY similarity(term, q.word) DESC LIMIT 20
             ) ts
             WHERE levenshtein(ts.term, q.word) <= %s
             """,
-            [words, max_distance],
+            [words, SUGGEST_MAX_CHARS, max_distance],
         )
         rows = cursor.fetchall()
     found: dict[str, list[Correction]] = {}

@@ -30,12 +30,24 @@ def logged(django_capture_on_commit_callbacks: Any) -> Callable[[], AbstractCont
 @pytest.fixture
 def corpus(db: Any) -> dict[str, Any]:
     items = {
-        "pricing": make_item(title="Tender pricing guide", body="How we price bids: day rates and fixed fees.",
-                             primary_domain="pricing", content_type="guide"),
-        "discount": make_item(title="Discount approval", body="Discounts on the price need approval.",
-                              primary_domain="pricing", content_type="policy"),
-        "social": make_item(title="Social value guide", body="Social value commitments in tenders.",
-                            primary_domain="social_value", content_type="guide"),
+        "pricing": make_item(
+            title="Tender pricing guide",
+            body="How we price bids: day rates and fixed fees.",
+            primary_domain="pricing",
+            content_type="guide",
+        ),
+        "discount": make_item(
+            title="Discount approval",
+            body="Discounts on the price need approval.",
+            primary_domain="pricing",
+            content_type="policy",
+        ),
+        "social": make_item(
+            title="Social value guide",
+            body="Social value commitments in tenders.",
+            primary_domain="social_value",
+            content_type="guide",
+        ),
     }
     build()
     return items

@@ -1,4 +1,4 @@
-"""The admin analytics pages render with data; zero-result queries become synonyms or gap notes in one click."""
+"""Admin analytics pages render with data; a zero-result query becomes a synonym or gap note in one click."""
 
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ def activity(client: Client, user_client: Client, corpus: Any, logged: Any) -> N
     with logged():
         for text in ("pricing", "pricing", "zzyzx unicorn", "Tender <b>pricing</b>"):
             user_client.post("/api/search", json.dumps({"query": text}), content_type="application/json")
-        client.post("/api/search", json.dumps({"query": "secret anonymous words"}), content_type="application/json")
+        client.post(
+            "/api/search", json.dumps({"query": "secret anonymous words"}), content_type="application/json"
+        )
         agent = Principal(kind="api_key", api_key_id=1, all_content=True)
         for text in ("discount", "discount approval", "qwertyuiop"):
             find_tool(FindArgs(query=text), agent)
@@ -37,8 +39,14 @@ def test_report_renders_every_section_with_data(admin_client: Client, activity: 
     # then
     assert response.status_code == 200
     html = response.content.decode()
-    for heading in ("Per surface and tool", "Top queries", "Zero-result queries", "Queries with results but no click",
-                    "Retry loops", "Slowest searches"):
+    for heading in (
+        "Per surface and tool",
+        "Top queries",
+        "Zero-result queries",
+        "Queries with results but no click",
+        "Retry loops",
+        "Slowest searches",
+    ):
         assert heading in html
     assert "zzyzx unicorn" in html and "qwertyuiop" in html
     assert "(hidden #" in html and "secret anonymous words" not in html  # the privacy rule holds here too
@@ -49,7 +57,9 @@ def test_report_renders_every_section_with_data(admin_client: Client, activity: 
     assert {row["surface"] for row in response.context["surfaces"]} == {"browse", "mcp"}
 
 
-def test_report_is_for_staff_with_the_view_permission(client: Client, user_client: Client, activity: None) -> None:
+def test_report_is_for_staff_with_the_view_permission(
+    client: Client, user_client: Client, activity: None
+) -> None:
     # given a staff member without analytics permissions
     staff = get_user_model().objects.create_user("clerk", password="pw-clerk-123", is_staff=True)
     clerk = Client()
@@ -72,8 +82,10 @@ def test_one_click_synonym_from_a_zero_result_query(admin_client: Client, activi
     zero = QueryLog.objects.filter(query_text="zzyzx unicorn").first()
     assert zero is not None and zero.result_count == 0
     # when
-    response = admin_client.post("/admin/analytics/querylog/zero/synonym/",
-                                 {"query_hash": zero.query_hash, "means": "pricing", "days": "1"})
+    response = admin_client.post(
+        "/admin/analytics/querylog/zero/synonym/",
+        {"query_hash": zero.query_hash, "means": "pricing", "days": "1"},
+    )
     # then
     assert response.status_code == 302 and response["Location"].endswith("?days=1#zero")
     synonym = Synonym.objects.get()
@@ -82,8 +94,9 @@ def test_one_click_synonym_from_a_zero_result_query(admin_client: Client, activi
     assert "Synonym created" in page and "synonym: zzyzx unicorn → pricing" in page
 
 
-def test_one_click_content_gap_from_a_zero_result_query(admin_client: Client, admin_user: Any,
-                                                        activity: None) -> None:
+def test_one_click_content_gap_from_a_zero_result_query(
+    admin_client: Client, admin_user: Any, activity: None
+) -> None:
     zero = QueryLog.objects.get(query_text="qwertyuiop")
     response = admin_client.post("/admin/analytics/querylog/zero/gap/", {"query_hash": zero.query_hash})
     assert response.status_code == 302
@@ -94,7 +107,9 @@ def test_one_click_content_gap_from_a_zero_result_query(admin_client: Client, ad
 
 def test_a_hidden_query_cannot_become_a_synonym(admin_client: Client, activity: None) -> None:
     hidden = QueryLog.objects.get(principal_kind="anonymous")
-    admin_client.post("/admin/analytics/querylog/zero/synonym/", {"query_hash": hidden.query_hash, "means": "x"})
+    admin_client.post(
+        "/admin/analytics/querylog/zero/synonym/", {"query_hash": hidden.query_hash, "means": "x"}
+    )
     assert not Synonym.objects.exists()
     assert "was not stored" in admin_client.get(REPORT).content.decode()
 
@@ -128,6 +143,8 @@ def test_synonym_and_gap_admins_render(admin_client: Client) -> None:
     ContentGap.objects.create(query_text="modern slavery")
     assert admin_client.get("/admin/analytics/synonym/").status_code == 200
     assert "rfp" in admin_client.get("/admin/analytics/synonym/", {"q": "proposal"}).content.decode()
-    added = admin_client.post("/admin/analytics/synonym/add/", {"terms": "Bid, tender", "language": "", "one_way": ""})
+    added = admin_client.post(
+        "/admin/analytics/synonym/add/", {"terms": "Bid, tender", "language": "", "one_way": ""}
+    )
     assert added.status_code == 302 and Synonym.objects.filter(terms=["bid", "tender"]).exists()
     assert admin_client.get("/admin/analytics/contentgap/").status_code == 200

@@ -39,9 +39,23 @@ def two_worker_server(db_name: str, metrics_dir: Path, startup_timeout: float = 
         "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-         "--workers", str(WORKERS), "--log-level", "warning"],
-        cwd=ROOT, env=env, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "config.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(WORKERS),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
     )
     base_url = f"http://127.0.0.1:{port}"
     try:
@@ -99,25 +113,47 @@ def test_two_workers_share_metrics_and_the_agent_session_is_logged(
         assert not find.isError and not read.isError
         scrapes = [httpx.get(base_url + "/metrics", timeout=10).text for _ in range(6)]
     # then every scrape, whichever worker answered, counts the requests of both
-    items = {sample(t, "kb_http_request_duration_seconds_count", surface="browse", operation="item", tool="")
-             for t in scrapes}
+    items = {
+        sample(t, "kb_http_request_duration_seconds_count", surface="browse", operation="item", tool="")
+        for t in scrapes
+    }
     assert items == {12.0}
     last = scrapes[-1]
-    assert sample(last, "kb_http_request_duration_seconds_count", surface="mcp", operation="initialize", tool="") == 2
-    assert sample(last, "kb_http_request_duration_seconds_count", surface="mcp", operation="tools/call",
-                  tool="find") == 1
-    assert sample(last, "kb_http_request_duration_seconds_count", surface="mcp", operation="tools/call",
-                  tool="read") == 1
+    assert (
+        sample(last, "kb_http_request_duration_seconds_count", surface="mcp", operation="initialize", tool="")
+        == 2
+    )
+    assert (
+        sample(
+            last, "kb_http_request_duration_seconds_count", surface="mcp", operation="tools/call", tool="find"
+        )
+        == 1
+    )
+    assert (
+        sample(
+            last, "kb_http_request_duration_seconds_count", surface="mcp", operation="tools/call", tool="read"
+        )
+        == 1
+    )
     assert sample(last, "kb_search_duration_seconds_count", surface="mcp", tool="find") == 1
     # (the values live in one file per worker process; their sum is what /metrics showed)
     per_worker = []
     for path in metrics_dir.glob("histogram_*.db"):
-        merged = MultiProcessCollector.merge([str(path)], accumulate=False)
-        per_worker.append(sum(
-            s.value for m in merged for s in m.samples
-            if s.name == "kb_http_request_duration_seconds_count" and s.labels.get("operation") == "item"
-        ))
+        merged = MultiProcessCollector.merge([str(path)])
+        per_worker.append(
+            sum(
+                s.value
+                for m in merged
+                for s in m.samples
+                if s.name == "kb_http_request_duration_seconds_count" and s.labels.get("operation") == "item"
+            )
+        )
     assert len(per_worker) == WORKERS and sum(per_worker) == 12
     # and the search is in the log, credited with the agent's read
     row = QueryLog.objects.get()
-    assert (row.surface, row.tool, row.principal_kind, row.clicked_item_id) == ("mcp", "find", "anonymous", item_id)
+    assert (row.surface, row.tool, row.principal_kind, row.clicked_item_id) == (
+        "mcp",
+        "find",
+        "anonymous",
+        item_id,
+    )

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from prometheus_client import REGISTRY
 
 from analytics.middleware import classify
 from analytics.models import QueryLog
-from prometheus_client import REGISTRY
 
 pytestmark = pytest.mark.django_db
 
@@ -26,8 +26,10 @@ def rpc(method: str, params: dict[str, Any] | None = None, id: int | None = 1) -
     return body
 
 
-INITIALIZE = rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                "clientInfo": {"name": "test", "version": "1"}})
+INITIALIZE = rpc(
+    "initialize",
+    {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
+)
 
 
 def post_mcp(client: Client, body: Any) -> Any:
@@ -62,7 +64,9 @@ def test_paths_are_labelled_by_surface(path: str, expected: tuple[str, str] | No
     assert classify(path) == expected
 
 
-def test_mcp_handshake_listing_and_each_tool_are_timed_apart(client: Client, corpus: Any, logged: Any) -> None:
+def test_mcp_handshake_listing_and_each_tool_are_timed_apart(
+    client: Client, corpus: Any, logged: Any
+) -> None:
     # given
     before = {
         "initialize": count("mcp", "initialize"),
@@ -78,7 +82,9 @@ def test_mcp_handshake_listing_and_each_tool_are_timed_apart(client: Client, cor
     post_mcp(client, rpc("notifications/initialized", id=None))
     listed = post_mcp(client, rpc("tools/list", {}, id=2))
     with logged():
-        found = post_mcp(client, rpc("tools/call", {"name": "find", "arguments": {"query": "discount"}}, id=3))
+        found = post_mcp(
+            client, rpc("tools/call", {"name": "find", "arguments": {"query": "discount"}}, id=3)
+        )
     post_mcp(client, rpc("tools/call", {"name": "no_such_tool_" + "x" * 40, "arguments": {}}, id=4))
     client.post("/mcp", b"{not json", content_type="application/json", **MCP_HEADERS)
     # then every kind of request has its own series
@@ -100,7 +106,10 @@ def test_mcp_handshake_listing_and_each_tool_are_timed_apart(client: Client, cor
 def test_engine_time_per_mcp_tool_is_measured(client: Client, corpus: Any) -> None:
     # given
     def searches() -> float:
-        return REGISTRY.get_sample_value("kb_search_duration_seconds_count", {"surface": "mcp", "tool": "find"}) or 0
+        return (
+            REGISTRY.get_sample_value("kb_search_duration_seconds_count", {"surface": "mcp", "tool": "find"})
+            or 0
+        )
 
     before = searches()
     # when

@@ -20,7 +20,7 @@ from tests.graphql_api.conftest import gql
 
 pytestmark = pytest.mark.django_db
 
-SEARCH_QUERY = 'query($q: String!) { search(input: {query: $q}) { totalCount hits { itemId } } }'
+SEARCH_QUERY = "query($q: String!) { search(input: {query: $q}) { totalCount hits { itemId } } }"
 
 
 def only_row() -> QueryLog:
@@ -32,7 +32,9 @@ def only_row() -> QueryLog:
 def test_post_api_search_is_logged_as_browse(client: Client, corpus: dict[str, Any], logged: Any) -> None:
     # when
     with logged():
-        response = client.post("/api/search", json.dumps({"query": "pricing"}), content_type="application/json")
+        response = client.post(
+            "/api/search", json.dumps({"query": "pricing"}), content_type="application/json"
+        )
     # then
     assert response.status_code == 200
     row = only_row()
@@ -43,7 +45,9 @@ def test_post_api_search_is_logged_as_browse(client: Client, corpus: dict[str, A
     assert set(row.timings_ms) >= {"total_ms", "lexical_ms", "vector_ms"}
 
 
-def test_browse_page_search_is_logged_as_browse(user_client: Client, corpus: dict[str, Any], logged: Any) -> None:
+def test_browse_page_search_is_logged_as_browse(
+    user_client: Client, corpus: dict[str, Any], logged: Any
+) -> None:
     # when
     with logged():
         response = user_client.get("/browse", {"q": "discount", "domain": "pricing"})
@@ -125,7 +129,9 @@ def test_a_failing_log_never_breaks_the_search(
     monkeypatch.setattr("analytics.receivers.querylog_entry", broken)
     # when
     with logged():
-        response = client.post("/api/search", json.dumps({"query": "pricing"}), content_type="application/json")
+        response = client.post(
+            "/api/search", json.dumps({"query": "pricing"}), content_type="application/json"
+        )
     # then
     assert response.status_code == 200 and response.json()["count"] >= 1
     assert not QueryLog.objects.exists()

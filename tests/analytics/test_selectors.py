@@ -24,10 +24,26 @@ def user(n: int) -> Principal:
 
 def hits(*ids: int) -> RetrievalResult:
     found = tuple(
-        Hit(item_id=i, external_id=f"x{i}", slug=f"s{i}", title="t", url="/", content_type="guide",
-            primary_domain="", language="en", updated_at=timezone.now(), review_status="ok", score=1.0,
-            lanes=("lexical",), lane_ranks={"lexical": 1}, chunk_id=None, toc_path="", passage="",
-            passage_spans=(), title_spans=())
+        Hit(
+            item_id=i,
+            external_id=f"x{i}",
+            slug=f"s{i}",
+            title="t",
+            url="/",
+            content_type="guide",
+            primary_domain="",
+            language="en",
+            updated_at=timezone.now(),
+            review_status="ok",
+            score=1.0,
+            lanes=("lexical",),
+            lane_ranks={"lexical": 1},
+            chunk_id=None,
+            toc_path="",
+            passage="",
+            passage_spans=(),
+            title_spans=(),
+        )
         for i in ids
     )
     return RetrievalResult(hits=found, total=len(found), timings_ms={"total_ms": 10.0 * (len(ids) + 1)})
@@ -36,10 +52,23 @@ def hits(*ids: int) -> RetrievalResult:
 NOTHING = RetrievalResult(total=0, timings_ms={"total_ms": 5.0, "lexical_ms": 2.0})
 
 
-def record(text: str, principal: Principal, result: RetrievalResult = NOTHING, *, surface: str = "browse",
-           at: Any = None, addr: str = "10.0.0.1", **query: Any) -> QueryLog:
-    row = services.querylog_record(query=RetrievalQuery(text=text, principal=principal, **query), result=result,
-                                   corpus="live", surface=surface, remote_addr=addr)
+def record(
+    text: str,
+    principal: Principal,
+    result: RetrievalResult = NOTHING,
+    *,
+    surface: str = "browse",
+    at: Any = None,
+    addr: str = "10.0.0.1",
+    **query: Any,
+) -> QueryLog:
+    row = services.querylog_record(
+        query=RetrievalQuery(text=text, principal=principal, **query),
+        result=result,
+        corpus="live",
+        surface=surface,
+        remote_addr=addr,
+    )
     if at is not None:
         QueryLog.objects.filter(pk=row.pk).update(created_at=at)
         row.refresh_from_db()
@@ -166,3 +195,16 @@ def test_popular_topics_are_real_queries_with_results_from_several_callers() -> 
 def test_popular_topics_use_signed_out_text_only_when_allowed() -> None:
     record("anonymous words", ANONYMOUS, hits(4))
     assert selectors.popular_topics(limit=3) == ["anonymous words"]
+
+
+@override_settings(POPULAR_TOPICS_MIN_CALLERS=2)
+def test_browse_dropdown_shows_real_top_queries_first(client: Any, corpus: Any) -> None:
+    # given
+    for n in range(2):
+        record("discount approval", user(n), hits(corpus["discount"].pk))
+    # when
+    response = client.get("/browse")
+    # then
+    topics = response.context["topics"]
+    assert topics[0] == "discount approval"
+    assert 'id="kb-topics-data"' in response.content.decode() and len(topics) <= 8

@@ -1,4 +1,4 @@
-"""Query-log writes: the privacy rule, pseudonymous keys, clicks and MCP follow-ups, retention, one-click notes."""
+"""Query-log writes: privacy rule, pseudonymous keys, clicks and MCP follow-ups, retention, notes."""
 
 from __future__ import annotations
 
@@ -21,11 +21,21 @@ USER = Principal(kind="user", user_id=41)
 RESULT = RetrievalResult(total=0, timings_ms={"total_ms": 12.5, "lexical_ms": 4.0, "vector_ms": 7.25})
 
 
-def record(text: str, principal: Principal = ANONYMOUS, *, surface: str = "browse", remote_addr: str = "10.0.0.9",
-           result: RetrievalResult = RESULT, **query: Any) -> QueryLog:
+def record(
+    text: str,
+    principal: Principal = ANONYMOUS,
+    *,
+    surface: str = "browse",
+    remote_addr: str = "10.0.0.9",
+    result: RetrievalResult = RESULT,
+    **query: Any,
+) -> QueryLog:
     return services.querylog_record(
-        query=RetrievalQuery(text=text, principal=principal, **query), result=result, corpus="live",
-        surface=surface, remote_addr=remote_addr,
+        query=RetrievalQuery(text=text, principal=principal, **query),
+        result=result,
+        corpus="live",
+        surface=surface,
+        remote_addr=remote_addr,
     )
 
 
@@ -65,10 +75,19 @@ def test_principal_keys_are_pseudonymous_and_stable() -> None:
 
 def test_row_keeps_filters_timings_and_paging() -> None:
     # when
-    row = record("rates", USER, filters=SearchFilters(domain=("pricing",), freshness_days=30), cursor="abc",
-                 granularity="chunk", result=RetrievalResult(total=3, partial_match=True,
-                                                             degraded=("embedding_unavailable",),
-                                                             timings_ms={"total_ms": 20.0, "lexical_ms": 5.0}))
+    row = record(
+        "rates",
+        USER,
+        filters=SearchFilters(domain=("pricing",), freshness_days=30),
+        cursor="abc",
+        granularity="chunk",
+        result=RetrievalResult(
+            total=3,
+            partial_match=True,
+            degraded=("embedding_unavailable",),
+            timings_ms={"total_ms": 20.0, "lexical_ms": 5.0},
+        ),
+    )
     # then
     row.refresh_from_db()
     assert row.filters == {"domain": ["pricing"], "freshness_days": 30}
@@ -80,10 +99,26 @@ def test_row_keeps_filters_timings_and_paging() -> None:
 
 def _hits_result(*item_ids: int) -> RetrievalResult:
     hits = tuple(
-        Hit(item_id=i, external_id=f"x{i}", slug=f"s{i}", title="t", url="/", content_type="guide",
-            primary_domain="", language="en", updated_at=timezone.now(), review_status="ok",
-            score=1.0, lanes=("lexical",), lane_ranks={"lexical": 1}, chunk_id=None, toc_path="", passage="",
-            passage_spans=(), title_spans=())
+        Hit(
+            item_id=i,
+            external_id=f"x{i}",
+            slug=f"s{i}",
+            title="t",
+            url="/",
+            content_type="guide",
+            primary_domain="",
+            language="en",
+            updated_at=timezone.now(),
+            review_status="ok",
+            score=1.0,
+            lanes=("lexical",),
+            lane_ranks={"lexical": 1},
+            chunk_id=None,
+            toc_path="",
+            passage="",
+            passage_spans=(),
+            title_spans=(),
+        )
         for i in item_ids
     )
     return RetrievalResult(hits=hits, total=len(hits), timings_ms={"total_ms": 3.0})
@@ -95,24 +130,35 @@ def test_a_click_credits_the_newest_search_of_the_same_caller_and_query() -> Non
     newer = record("Day  rates", result=_hits_result(2, 3))
     other = record("day rates", remote_addr="10.0.0.1", result=_hits_result(2))
     # when
-    log_id = services.querylog_mark_click(principal=ANONYMOUS, query_text="day rates", item_id=2,
-                                          remote_addr="10.0.0.9")
+    log_id = services.querylog_mark_click(
+        principal=ANONYMOUS, query_text="day rates", item_id=2, remote_addr="10.0.0.9"
+    )
     # then
     assert log_id == newer.pk
     assert QueryLog.objects.get(pk=newer.pk).clicked_item_id == 2
     assert QueryLog.objects.get(pk=older.pk).clicked_item_id is None
     assert QueryLog.objects.get(pk=other.pk).clicked_item_id is None
     # an item the search never showed, or another query, credits nothing
-    assert services.querylog_mark_click(principal=ANONYMOUS, query_text="day rates", item_id=99,
-                                        remote_addr="10.0.0.9") is None
-    assert services.querylog_mark_click(principal=ANONYMOUS, query_text="fees", item_id=2,
-                                        remote_addr="10.0.0.9") is None
+    assert (
+        services.querylog_mark_click(
+            principal=ANONYMOUS, query_text="day rates", item_id=99, remote_addr="10.0.0.9"
+        )
+        is None
+    )
+    assert (
+        services.querylog_mark_click(
+            principal=ANONYMOUS, query_text="fees", item_id=2, remote_addr="10.0.0.9"
+        )
+        is None
+    )
 
 
 def test_a_click_after_the_window_credits_nothing() -> None:
     # given
     row = record("day rates", USER, result=_hits_result(5))
-    QueryLog.objects.filter(pk=row.pk).update(created_at=timezone.now() - services.FOLLOWUP_WINDOW - timedelta(1))
+    QueryLog.objects.filter(pk=row.pk).update(
+        created_at=timezone.now() - services.FOLLOWUP_WINDOW - timedelta(1)
+    )
     # then
     assert services.querylog_mark_click(principal=USER, query_text="day rates", item_id=5) is None
 
@@ -174,7 +220,11 @@ def test_a_zero_result_query_becomes_a_content_gap_once() -> None:
     again, created_again = services.content_gap_create(query_hash=rows[0].query_hash)
     # then
     assert created and not created_again and again.pk == gap.pk
-    assert (gap.query_text, gap.searches, gap.status) == ("modern slavery statement", 3, ContentGap.Status.OPEN)
+    assert (gap.query_text, gap.searches, gap.status) == (
+        "modern slavery statement",
+        3,
+        ContentGap.Status.OPEN,
+    )
     assert ContentGap.objects.count() == 1
 
 

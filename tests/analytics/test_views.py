@@ -1,4 +1,4 @@
-"""``/metrics`` is exposed in Prometheus format and protected; ``POST /api/analytics/click`` credits a search."""
+"""``/metrics`` is exposed (Prometheus text) and protected; ``POST /api/analytics/click`` credits a search."""
 
 from __future__ import annotations
 
@@ -71,7 +71,10 @@ def test_token_only_mode(client: Client) -> None:
 
 
 def test_a_bad_allow_list_entry_says_how_to_fix_it() -> None:
-    with override_settings(METRICS_ALLOWED_IPS=["localhost"]), pytest.raises(ImproperlyConfigured, match="CIDR"):
+    with (
+        override_settings(METRICS_ALLOWED_IPS=["localhost"]),
+        pytest.raises(ImproperlyConfigured, match="CIDR"),
+    ):
         metrics.allowed_networks()
 
 
@@ -94,7 +97,10 @@ def test_zero_result_and_degraded_searches_are_counted(client: Client, corpus: A
     post_search(client, "pricing guide for tenders")
     # then
     assert sample("kb_search_zero_results_total", surface="browse", tool="") == zero_before + 1
-    assert sample("kb_search_degraded_total", surface="browse", reason="embedding_unavailable") == degraded_before + 1
+    assert (
+        sample("kb_search_degraded_total", surface="browse", reason="embedding_unavailable")
+        == degraded_before + 1
+    )
 
 
 def test_click_credits_the_visitors_search(client: Client, corpus: Any, logged: Any) -> None:
@@ -103,8 +109,11 @@ def test_click_credits_the_visitors_search(client: Client, corpus: Any, logged: 
         results = post_search(client, "discount").json()["results"]
     item_id = results[0]["id"]
     # when
-    response = client.post("/api/analytics/click", json.dumps({"query": " discount ", "item_id": item_id}),
-                           content_type="application/json")
+    response = client.post(
+        "/api/analytics/click",
+        json.dumps({"query": " discount ", "item_id": item_id}),
+        content_type="application/json",
+    )
     # then
     assert response.status_code == 200 and response.json() == {"recorded": True}
     assert QueryLog.objects.get().clicked_item_id == item_id
@@ -113,8 +122,9 @@ def test_click_credits_the_visitors_search(client: Client, corpus: Any, logged: 
 def test_click_validates_its_body(client: Client) -> None:
     bad = client.post("/api/analytics/click", json.dumps({"query": "x"}), content_type="application/json")
     form = client.post("/api/analytics/click", {"query": "x", "item_id": 1})
-    unmatched = client.post("/api/analytics/click", json.dumps({"query": "x", "item_id": 1}),
-                            content_type="application/json")
+    unmatched = client.post(
+        "/api/analytics/click", json.dumps({"query": "x", "item_id": 1}), content_type="application/json"
+    )
     assert bad.status_code == 400 and "item_id" in bad.json()["error"]["message"]
     assert form.status_code == 415
     assert unmatched.status_code == 200 and unmatched.json() == {"recorded": False}
@@ -132,7 +142,15 @@ def test_signed_in_clicks_need_the_csrf_header(user: Any, corpus: Any, logged: A
     body = json.dumps({"query": "discount", "item_id": item_id})
     # when
     refused = client.post("/api/analytics/click", body, content_type="application/json")
-    accepted = client.post("/api/analytics/click", body, content_type="application/json", HTTP_X_CSRFTOKEN=token)
+    accepted = client.post(
+        "/api/analytics/click", body, content_type="application/json", HTTP_X_CSRFTOKEN=token
+    )
     # then
     assert refused.status_code == 403
     assert accepted.status_code == 200 and accepted.json() == {"recorded": True}
+
+
+def test_click_refuses_deeply_nested_json(client: Client) -> None:
+    body = "[" * 100_000 + "]" * 100_000
+    response = client.post("/api/analytics/click", body, content_type="application/json")
+    assert response.status_code == 400

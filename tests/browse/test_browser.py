@@ -335,7 +335,7 @@ def test_a_rate_limited_search_keeps_the_results_and_says_when(session: Session,
         status=429, headers={"Retry-After": "17"}, content_type="text/html", body="") if
         route.request.headers.get("x-kb-partial") else route.continue_())
     # when
-    page.evaluate("window.kbBrowse.setQuery('social value')")
+    page.evaluate("() => { window.kbBrowse.setQuery('social value'); }")
     # then
     page.wait_for_selector("#kb-quiet-notice:visible")
     assert page.inner_text("#kb-quiet-notice") == "Too many searches — try again in 17 s."
@@ -350,7 +350,7 @@ def test_a_failed_search_offers_a_retry(session: Session, kb: None) -> None:
     page.route("**/browse?*", lambda route: route.abort() if route.request.headers.get("x-kb-partial")
                else route.continue_())
     # when
-    page.evaluate("window.kbBrowse.setQuery('pricing')")
+    page.evaluate("() => { window.kbBrowse.setQuery('pricing'); }")
     # then
     page.wait_for_selector("#kb-failed-notice:visible")
     assert "Search query failed" in page.inner_text("#kb-failed-notice")
@@ -368,7 +368,7 @@ def test_the_presets_hook_applies_params(session: Session, kb: None) -> None:
     events = page.evaluate_handle(
         "(() => { const seen = []; document.addEventListener('kb:paramschange', e => seen.push(e.detail)); "
         "return seen; })()")
-    page.evaluate("window.kbBrowse.applyParams({content_type: ['template']})")
+    page.evaluate("() => { window.kbBrowse.applyParams({content_type: ['template']}); }")
     page.wait_for_url(re.compile(r"q=pricing&from_bid=BID-1&content_type=template"))
     page.wait_for_function("document.getElementById('results-count').textContent.includes('1 result')")
     assert page.is_checked("input[name=content_type][value=template]")
@@ -416,7 +416,7 @@ def test_prompt_cards_hide_while_loading(session: Session, kb: None) -> None:
     page.route("**/browse?*", lambda route: held.append(route) if route.request.headers.get("x-kb-partial")
                else route.continue_())
     # when
-    page.evaluate("window.kbBrowse.applyParams({freshness: '30'})")
+    page.evaluate("() => { window.kbBrowse.applyParams({freshness: '30'}); }")
     page.wait_for_function("document.getElementById('results').getAttribute('aria-busy') === 'true'")
     # then
     assert page.locator(".prompt-card").count() == 3
@@ -507,8 +507,9 @@ def test_search_works_with_javascript_disabled(browser: Any, live_server: Any, k
         assert "Pricing" in page.locator(".cards mark").all_inner_texts()
         # the browse page's filter form also works as a plain form
         page.goto("/browse")
-        page.check("#filter-domain input[value='legal']", force=True)
-        page.click("#kb-filters button[type=submit]", force=True)
+        page.click("#filter-panel summary")
+        page.check("#filter-domain input[value='legal']")
+        page.click("#kb-filters button[type=submit]")
         assert "domain=legal" in page.url
         assert page.inner_text("#results-count").strip() == "1 item"
     finally:

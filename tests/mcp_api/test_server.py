@@ -374,7 +374,7 @@ def test_quality_returns_persisted_score_and_review_status(mcp_base_url: str, co
     assert data["quality_score"] == pytest.approx(0.82)
     assert data["quality_breakdown"] == {"freshness": 0.9, "completeness": 0.7}
     assert data["review_status"] == "due_soon" and data["review_cadence_days"] == 90
-    assert "Quality score: 0.82" in text_of(quality) and "freshness" in text_of(quality)
+    assert "Quality score: 0.8 (0 to 100" in text_of(quality) and "freshness" in text_of(quality)
     assert hidden.isError and "item_id" in text_of(hidden)
     assert bad.isError and "item_id" in text_of(bad)
 

@@ -48,3 +48,31 @@ def test_typo_tolerance_needs_five_letters_and_never_matches_titles():
     assert retrieve(query=RetrievalQuery(text="tendr", mode="lexical")).total == 0
     # "bidz" is under 5 letters: no typo matching
     assert retrieve(query=RetrievalQuery(text="bidz", mode="lexical")).total == 0
+
+
+def test_synonyms_expand_below_the_written_word():
+    from analytics.models import Synonym
+
+    # given: a two-way synonym set, one item with the word as written in its title, one with the synonym
+    make_item(title="Tender calendar", body="Dates for every tender this year.")
+    make_item(title="Notes", body="Dates for every bid this year.")
+    make_item(title="Unrelated", body="Catering menus.")
+    build()
+    Synonym.objects.create(terms=["tender", "bid"], one_way=False)
+    # when
+    result = retrieve(query=RetrievalQuery(text="tender", mode="lexical"))
+    # then: the synonym finds the second item, ranked below the written word
+    assert [h.title for h in result.hits] == ["Tender calendar", "Notes"]
+    span = result.hits[1].passage_spans[0]
+    assert result.hits[1].passage[span.start : span.end] == "bid"
+
+
+def test_one_way_synonym_does_not_expand_backwards():
+    from analytics.models import Synonym
+
+    make_item(title="A", body="Our ITT response.")
+    make_item(title="B", body="Invitation to tender response.")
+    build()
+    Synonym.objects.create(terms=["itt", "invitation"], one_way=True)
+    assert {h.title for h in retrieve(query=RetrievalQuery(text="itt", mode="lexical")).hits} == {"A", "B"}
+    assert [h.title for h in retrieve(query=RetrievalQuery(text="invitation", mode="lexical")).hits] == ["B"]

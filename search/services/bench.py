@@ -1,0 +1,519 @@
+"""``manage.py bench``: latency of every search path at scale, beside the naive ways of doing the same.
+
+For each corpus size, in its own scratch database (``scratch_db``; never the user's):
+1. build the corpus (``bench_corpus``: SciFact text, the build's own columns, hash-provider vectors);
+2. time, in process, with warm-up: the live preview (``selectors.preview_search``), the lexical lane,
+   the vector lane and hybrid ``retrieve()``; then the baselines on the same data and queries:
+   substring ILIKE without a trigram index, stock ``ts_rank`` over a GIN index with an OR query, and
+   an exact vector scan that cannot use the HNSW index;
+3. EXPLAIN ANALYZE the slowest statement of each path (captured with ``connection.execute_wrapper``);
+4. start the real ASGI app (uvicorn) on the database and time round trips of ``POST /api/search``,
+   GraphQL ``search`` and MCP ``find``; at the largest size, a sustained mixed-load run.
+
+Everything runs as an anonymous visitor (public, published items; the access filter is in every path).
+Query embeddings come from the ``hash`` provider and are cached before timing (as repeated queries are
+in production), so the vector figures are the index and the SQL, not the embedding model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import random
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.test import override_settings
+
+from search import analysis, query_parser, selectors
+from search.principal import ANONYMOUS
+from search.services import bench_corpus, bench_http, lexical, scratch_db, vector
+from search.services.retrieve import retrieve, searchable_items
+from search.types import RetrievalQuery
+
+PATHS = ("preview", "lexical", "vector", "hybrid", "http_search", "http_graphql", "http_mcp",
+         "baseline_ilike", "baseline_ts_rank", "baseline_exact_vector")
+# (ours, baseline): the pairs whose latency ratio the report gives.
+PAIRS = (("preview", "baseline_ilike"), ("lexical", "baseline_ts_rank"), ("vector", "baseline_exact_vector"))
+PREVIEW_LIMIT = 8  # what the search box asks for
+SEARCH_LIMIT = 20  # a results page
+
+ProgressFactory = Callable[..., AbstractContextManager[Callable[[int], None]]]
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    sizes: tuple[int, ...]
+    dataset: Path
+    chunks_per_item: int = 5
+    seed: int = 42
+    queries: int = 300
+    baseline_queries: int = 100
+    warmup: int = 30
+    path_budget_s: float = 180.0
+    http: bool = True
+    load_seconds: float = 60.0
+    load_users: int = 16
+    workers: int = 2
+    keep_db: bool = False
+
+
+@dataclass(frozen=True)
+class BenchQueries:
+    search: list[str]  # SciFact claims and 1–3 word keyword queries, mixed
+    preview: list[str]  # what a visitor has typed so far: 1–3 words, the last often unfinished
+    claims: list[str]
+    words: list[str]
+
+
+def _content_words(text: str) -> list[str]:
+    stops = analysis.all_stop_words()
+    return [w for w in analysis.WORD_RE.findall(text) if len(w) > 2 and analysis.fold(w) not in stops]
+
+
+def queries_load(path: Path, *, count: int, seed: int) -> BenchQueries:
+    """``count`` search queries (two thirds SciFact claims, one third 1–3 of their words) and ``count``
+    typed previews, drawn with a seeded RNG from ``queries.jsonl``."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: --dataset must be a BEIR folder holding queries.jsonl.")
+    with path.open(encoding="utf-8") as handle:
+        texts = [json.loads(line)["text"] for line in handle if line.strip()]
+    rng = random.Random(seed)
+    claims = rng.sample(texts, min(len(texts), max(1, count * 2 // 3)))
+
+    def window(text: str) -> list[str]:
+        words = _content_words(text) or text.split()[:1]
+        size = rng.randint(1, min(3, len(words)))
+        start = rng.randint(0, len(words) - size)
+        return words[start : start + size]
+
+    words = [" ".join(window(rng.choice(texts))) for _ in range(count - len(claims))]
+    search = claims + words
+    rng.shuffle(search)
+    preview = []
+    for _ in range(count):
+        typed = window(rng.choice(texts))
+        last = typed[-1]
+        if len(last) > 3 and rng.random() < 0.5:
+            typed[-1] = last[: rng.randint(3, len(last) - 1)]
+        preview.append(" ".join(typed).lower() if rng.random() < 0.7 else " ".join(typed))
+    typist_words = [" ".join(window(rng.choice(texts))) for _ in range(count)]
+    return BenchQueries(search=search, preview=preview, claims=claims, words=typist_words)
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    """p50/p95/p99 in ms (linear interpolation between closest ranks)."""
+    ordered = sorted(values)
+    if not ordered:
+        return {"p50_ms": 0.0, "p95_ms": 0.0, "p99_ms": 0.0}
+
+    def at(q: float) -> float:
+        pos = (len(ordered) - 1) * q
+        low = int(pos)
+        high = min(low + 1, len(ordered) - 1)
+        return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+    return {"p50_ms": round(at(0.50), 2), "p95_ms": round(at(0.95), 2), "p99_ms": round(at(0.99), 2)}
+
+
+# --- the paths ---
+
+
+def _items_sql() -> tuple[str, list[Any]]:
+    query = RetrievalQuery(text="x", principal=ANONYMOUS)
+    sql, params = searchable_items(query, "live").values("id").query.sql_with_params()
+    return sql, list(params)
+
+
+def path_preview(text: str) -> Any:
+    return selectors.preview_search(principal=ANONYMOUS, text=text, limit=PREVIEW_LIMIT)
+
+
+def path_lexical(text: str) -> Any:
+    parsed = query_parser.parse(text)
+    return lexical.lexical_search(parsed=parsed, corpus="live", items_sql=_items_sql(),
+                                  limit=settings.SEARCH["LANE_DEPTH"])
+
+
+def path_vector(text: str) -> Any:
+    parsed = query_parser.parse(text)
+    qvec = vector.query_embedding(parsed.text)
+    return vector.vector_search(vector=qvec, corpus="live", items_sql=_items_sql(), limit=settings.SEARCH["LANE_DEPTH"])
+
+
+def path_hybrid(text: str) -> Any:
+    return retrieve(query=RetrievalQuery(text=text, principal=ANONYMOUS, limit=SEARCH_LIMIT))
+
+
+def _like(text: str) -> str:
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def baseline_ilike(text: str) -> list[int]:
+    """The preview done naively: ILIKE on the raw title, then on the raw chunk text (no trigram index)."""
+    items_sql, items_params = _items_sql()
+    pattern = _like(query_parser.normalize_query_text(text))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT i.id FROM search_contentitem i JOIN search_revision r ON r.id = i.live_revision_id "
+            f"WHERE r.title ILIKE %s AND i.id IN ({items_sql}) ORDER BY i.updated_at DESC, i.id LIMIT %s",
+            [pattern, *items_params, PREVIEW_LIMIT],
+        )
+        ids = [r[0] for r in cursor.fetchall()]
+        if len(ids) < PREVIEW_LIMIT:
+            cursor.execute(
+                f"SELECT c.item_id FROM search_chunk c WHERE c.in_live AND c.text ILIKE %s "
+                f"AND c.item_id IN ({items_sql}) AND NOT (c.item_id = ANY(%s)) LIMIT %s",
+                [pattern, *items_params, ids, (PREVIEW_LIMIT - len(ids)) * 4],
+            )
+            ids += [r[0] for r in cursor.fetchall()]
+    return ids[:PREVIEW_LIMIT]
+
+
+TSRANK_TABLE = "bench_tsrank"
+
+
+def baseline_ts_rank_build() -> float:
+    """Stock full-text search: one ``to_tsvector('english', title || text)`` per live chunk, GIN-indexed."""
+    started = time.monotonic()
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {TSRANK_TABLE}")
+        cursor.execute(
+            f"CREATE TABLE {TSRANK_TABLE} AS SELECT c.id AS chunk_id, c.item_id, "
+            "to_tsvector('english', r.title || ' ' || c.text) AS tsv "
+            "FROM search_chunk c JOIN search_revision r ON r.id = c.revision_id WHERE c.in_live"
+        )
+        cursor.execute("SET maintenance_work_mem = '1GB'")
+        cursor.execute(f"CREATE INDEX {TSRANK_TABLE}_tsv ON {TSRANK_TABLE} USING gin (tsv)")
+        cursor.execute("RESET maintenance_work_mem")
+        cursor.execute(f"VACUUM ANALYZE {TSRANK_TABLE}")
+    return time.monotonic() - started
+
+
+def baseline_ts_rank(text: str) -> list[tuple[int, int]]:
+    """``ts_rank`` over the GIN index with the query's words OR-ed (AND would miss most claims)."""
+    items_sql, items_params = _items_sql()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH q AS (SELECT replace(plainto_tsquery('english', %s)::text, ' & ', ' | ')::tsquery AS q) "
+            f"SELECT b.chunk_id, b.item_id FROM {TSRANK_TABLE} b, q WHERE b.tsv @@ q.q AND b.item_id IN ({items_sql}) "
+            "ORDER BY ts_rank(b.tsv, q.q) DESC LIMIT %s",
+            [text, *items_params, settings.SEARCH["LANE_DEPTH"]],
+        )
+        return list(cursor.fetchall())
+
+
+def baseline_exact_vector(text: str) -> list[tuple[int, int, float]]:
+    """The vector lane's query with an ORDER BY the HNSW index cannot serve: an exact scan and sort."""
+    parsed = query_parser.parse(text)
+    qvec = vector.query_embedding(parsed.text)
+    space = vector.active_space()
+    dims = int(space.dimensions)
+    literal = "[" + ",".join(repr(float(v)) for v in qvec) + "]"
+    items_sql, items_params = _items_sql()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT c.id, c.item_id, 1 - ((c.embedding::vector({dims})) <=> %s::vector({dims})) FROM search_chunk c "
+            f"WHERE c.embedding_model = %s AND c.in_live AND c.item_id IN ({items_sql}) "
+            f"ORDER BY ((c.embedding::vector({dims})) <=> %s::vector({dims})) + 0 LIMIT %s",
+            [literal, space.model, *items_params, literal, settings.SEARCH["LANE_DEPTH"]],
+        )
+        return list(cursor.fetchall())
+
+
+IN_PROCESS: dict[str, tuple[Callable[[str], Any], str]] = {
+    # path: (function, which query list it takes)
+    "preview": (path_preview, "preview"),
+    "lexical": (path_lexical, "search"),
+    "vector": (path_vector, "search"),
+    "hybrid": (path_hybrid, "search"),
+    "baseline_ilike": (baseline_ilike, "preview"),
+    "baseline_ts_rank": (baseline_ts_rank, "search"),
+    "baseline_exact_vector": (baseline_exact_vector, "search"),
+}
+
+
+MIN_TIMED = 20  # a path's time budget never cuts it below this many timed queries
+
+
+def time_calls(fn: Callable[[str], Any], texts: list[str], *, warmup: int, budget_s: float = float("inf"),
+               progress: Callable[[int], None] | None = None) -> list[float]:
+    """Call ``fn`` on the first ``warmup`` texts untimed, then on each text in turn, timing each call (ms).
+
+    ``budget_s`` bounds a slow path: warm-up stops after a quarter of it, timing after all of it (but
+    never before ``MIN_TIMED`` calls); the texts are shuffled, so the timed ones are a random sample.
+    """
+    started_all = time.monotonic()
+    for text in texts[:warmup]:
+        fn(text)
+        if time.monotonic() - started_all > budget_s / 4:
+            break
+    started_all = time.monotonic()
+    out = []
+    for text in texts:
+        started = time.perf_counter()
+        fn(text)
+        out.append((time.perf_counter() - started) * 1000)
+        if progress:
+            progress(1)
+        if len(out) >= MIN_TIMED and time.monotonic() - started_all > budget_s:
+            break
+    return out
+
+
+# --- EXPLAIN ANALYZE of the hot statements ---
+
+
+@dataclass
+class Statement:
+    sql: str
+    params: Any
+    ms: float
+
+
+@contextmanager
+def captured_statements() -> Iterator[list[Statement]]:
+    """Every statement run on the default connection inside the block, with its duration."""
+    out: list[Statement] = []
+
+    def wrapper(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            out.append(Statement(sql, params, (time.perf_counter() - started) * 1000))
+
+    with connection.execute_wrapper(wrapper):
+        yield out
+
+
+def _is_query(sql: str) -> bool:
+    return bool(re.match(r"\s*(SELECT|WITH)\b", sql, re.I))
+
+
+def explain(fn: Callable[[str], Any], text: str, *, top: int = 1) -> list[dict[str, Any]]:
+    """EXPLAIN (ANALYZE, BUFFERS) of the ``top`` slowest queries ``fn(text)`` runs, each re-run in a
+    rolled-back transaction after the ``SET`` statements that preceded it (e.g. ``hnsw.ef_search``)."""
+    with captured_statements() as statements:
+        fn(text)
+    ranked = sorted((i for i, s in enumerate(statements) if _is_query(s.sql)), key=lambda i: -statements[i].ms)
+    plans = []
+    for index in ranked[:top]:
+        statement = statements[index]
+        with transaction.atomic(), connection.cursor() as cursor:
+            for earlier in statements[:index]:
+                if re.match(r"\s*SET\b", earlier.sql, re.I):
+                    cursor.execute(earlier.sql, earlier.params)
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + statement.sql, statement.params)
+            plan = "\n".join(r[0] for r in cursor.fetchall())
+            transaction.set_rollback(True)
+        plans.append({"query": text, "ms": round(statement.ms, 2), "sql": statement.sql.strip(),
+                      "params": _short_params(statement.params), "plan": plan})
+    return plans
+
+
+def _short_params(params: Any) -> list[str]:
+    out = []
+    for p in params or []:
+        text = repr(p)
+        out.append(text if len(text) <= 80 else text[:60] + f"… ({len(text)} chars)")
+    return out
+
+
+def _median_text(texts: list[str], latencies: list[float]) -> str:
+    ordered = sorted(range(len(texts)), key=lambda i: latencies[i])
+    return texts[ordered[len(ordered) // 2]]
+
+
+# --- the run ---
+
+
+def machine_info() -> dict[str, Any]:
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        import psutil
+
+        memory_gb = round(psutil.virtual_memory().total / 2**30, 1)
+    except ImportError:  # pragma: no cover - psutil is a dependency
+        memory_gb = None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT version()")
+        pg = cursor.fetchone()[0]
+        cursor.execute("SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s) ORDER BY name",
+                       [["shared_buffers", "work_mem", "maintenance_work_mem", "effective_cache_size", "jit",
+                         "max_parallel_workers_per_gather"]])
+        pg_settings = {name: f"{value}{unit or ''}" for name, value, unit in cursor.fetchall()}
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=settings.BASE_DIR, capture_output=True,
+                                text=True, timeout=5).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {
+        "nproc": os.cpu_count(), "memory_gb": memory_gb, "cpu": cpu, "python": platform.python_version(),
+        "postgres": pg.split(" on ")[0], "postgres_settings": pg_settings, "loadavg_at_start": os.getloadavg(),
+        "git_commit": commit, "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _database_name(opts: BenchOptions, size: int) -> str:
+    if opts.keep_db:
+        return f"kb_bench_{size}_{opts.chunks_per_item}_{opts.seed}"
+    return f"kb_bench_{os.getpid()}_{size}"
+
+
+def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[str], None]) -> dict[str, Any]:
+    """Run the whole benchmark; returns the results (see ``docs/benchmarks-scale.md`` for the shape)."""
+    pool = bench_corpus.text_pool_load(opts.dataset / "corpus.jsonl")
+    queries = queries_load(opts.dataset / "queries.jsonl", count=opts.queries, seed=opts.seed)
+    results: dict[str, Any] = {"sizes": {}, "build": {}, "explain": {}, "errors": {}, "machine": {}, "options": {
+        "sizes": list(opts.sizes), "chunks_per_item": opts.chunks_per_item, "seed": opts.seed,
+        "queries": opts.queries, "baseline_queries": opts.baseline_queries, "warmup": opts.warmup,
+        "path_budget_s": opts.path_budget_s,
+        "load_seconds": opts.load_seconds if opts.http else 0, "load_users": opts.load_users,
+        "embedding": f"hash-{settings.HASH_EMBEDDING_DIMENSIONS}", "lane_depth": settings.SEARCH["LANE_DEPTH"],
+        "hnsw_ef_search": settings.SEARCH["HNSW_EF_SEARCH"],
+    }}
+    largest = max(opts.sizes)
+    with override_settings(EMBEDDING_PROVIDER="hash", DEBUG=False):
+        for size in sorted(opts.sizes):
+            spec = bench_corpus.CorpusSpec(items=size, chunks_per_item=opts.chunks_per_item, seed=opts.seed)
+            name = _database_name(opts, size)
+            log(f"== {size} items: database {name}")
+            with scratch_db.scratch_database(name=name, keep=opts.keep_db):
+                if not results["machine"]:
+                    results["machine"] = machine_info()
+                if opts.keep_db and bench_corpus.corpus_loaded(spec):
+                    load = bench_corpus.corpus_counts()
+                    log(f"  reusing the kept corpus: {load.items} items, {load.chunks} chunks")
+                else:
+                    with progress(total=size, desc=f"build {size}") as update:
+                        load = bench_corpus.corpus_load(spec, pool, workers=opts.workers, progress=update, log=log)
+                log(f"  corpus: {load.items} items, {load.chunks} chunks")
+                tsrank_s = baseline_ts_rank_build()
+                results["build"][str(size)] = {
+                    "items": load.items, "chunks": load.chunks, "reused": load.reused,
+                    "seconds": {k: round(v, 2) for k, v in load.seconds.items()},
+                    "baseline_ts_rank_table_s": round(tsrank_s, 2),
+                }
+                measured, plans = _measure_in_process(opts, queries, progress=progress, size=size)
+                results["explain"][str(size)] = plans
+                if opts.http:
+                    url = scratch_db.database_url(name)
+                    http, errors, load_result = _measure_http(
+                        opts, queries, url, progress=progress, size=size, with_load=size == largest, log=log
+                    )
+                    measured.update(http)
+                    results["errors"][str(size)] = errors
+                    if load_result is not None:
+                        results["load"] = load_result
+                results["sizes"][str(size)] = {p: measured[p] for p in PATHS if p in measured}
+                log(_summary_line(size, results["sizes"][str(size)]))
+    results["ratios"] = ratios(results["sizes"])
+    results["growth_p50"] = growth(results["sizes"])
+    return results
+
+
+def _measure_in_process(opts: BenchOptions, queries: BenchQueries, *, progress: ProgressFactory,
+                        size: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    # Query embeddings are cached before anything is timed (see the module docstring).
+    for text in queries.search:
+        vector.query_embedding(query_parser.parse(text).text)
+    measured: dict[str, Any] = {}
+    plans: dict[str, Any] = {}
+    for path, (fn, kind) in IN_PROCESS.items():
+        texts = getattr(queries, kind)
+        if path.startswith("baseline_"):
+            texts = texts[: opts.baseline_queries]
+        with progress(total=len(texts), desc=f"{path} @{size}") as update:
+            latencies = time_calls(fn, texts, warmup=min(opts.warmup, len(texts)), budget_s=opts.path_budget_s,
+                                   progress=update)
+        measured[path] = {**percentiles(latencies), "n": len(latencies)}
+        plans[path] = explain(fn, _median_text(texts, latencies), top=2 if path == "preview" else 1)
+    return measured, plans
+
+
+def _measure_http(opts: BenchOptions, queries: BenchQueries, database_url: str, *, progress: ProgressFactory,
+                  size: int, with_load: bool, log: Callable[[str], None]
+                  ) -> tuple[dict[str, Any], dict[str, list[str]], dict[str, Any] | None]:
+    measured: dict[str, Any] = {}
+    errors: dict[str, list[str]] = {}
+    load: dict[str, Any] | None = None
+    kinds = {"http_search": bench_http.search_request, "http_graphql": bench_http.graphql_request,
+             "http_mcp": bench_http.mcp_request}
+    with bench_http.web_server(database_url=database_url) as base_url:
+        pool = bench_http.ClientPool(base_url, block=10 + (size % 7))
+        try:
+            for path, make in kinds.items():
+                with progress(total=len(queries.search), desc=f"{path} @{size}") as update:
+                    timed = bench_http.round_trips(pool, make, queries.search, warmup=min(opts.warmup, len(queries.search)),
+                                                   budget_s=opts.path_budget_s, progress=update)
+                measured[path] = {**percentiles(timed.latencies_ms), "n": len(timed.latencies_ms),
+                                  "errors": len(timed.errors)}
+                errors[path] = sorted(set(timed.errors))[:10]
+        finally:
+            pool.close()
+        if with_load and opts.load_seconds > 0:
+            log(f"  sustained load: {opts.load_users} users for {opts.load_seconds:.0f} s")
+            result = bench_http.load_run(base_url, claims=queries.claims, words=queries.words, users=opts.load_users,
+                                         seconds=opts.load_seconds, seed=opts.seed)
+            load = {
+                "requests": result.requests, "errors": result.errors, "rps": round(result.rps, 1),
+                "seconds": round(result.seconds, 1), "users": opts.load_users, "items": size,
+                **percentiles([v for values in result.by_kind.values() for v in values]),
+                "by_kind": {k: {**percentiles(v), "n": len(v)} for k, v in sorted(result.by_kind.items())},
+                "error_kinds": result.error_kinds,
+            }
+    return measured, errors, load
+
+
+def ratios(sizes: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """ours / baseline at p50 and p95 per size (below 1 means ours is faster; 0.1 = ten times faster)."""
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for size, paths in sizes.items():
+        out[size] = {}
+        for ours, base in PAIRS:
+            if ours in paths and base in paths:
+                out[size][f"{ours}/{base}"] = {
+                    q: (round(paths[ours][f"{q}_ms"] / paths[base][f"{q}_ms"], 4) if paths[base][f"{q}_ms"] else None)
+                    for q in ("p50", "p95")
+                }
+    return out
+
+
+def growth(sizes: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    """p50 at the largest size / p50 at the smallest, per path (the cost of more items)."""
+    if len(sizes) < 2:
+        return {}
+    keys = sorted(sizes, key=int)
+    small, large = sizes[keys[0]], sizes[keys[-1]]
+    return {
+        path: (round(large[path]["p50_ms"] / small[path]["p50_ms"], 2) if small[path]["p50_ms"] else None)
+        for path in PATHS if path in small and path in large
+    }
+
+
+def _summary_line(size: int, paths: dict[str, Any]) -> str:
+    return f"  {size}: " + ", ".join(f"{p} p50 {v['p50_ms']:.1f}/p95 {v['p95_ms']:.1f}" for p, v in paths.items())
+
+
+def json_line(results: dict[str, Any]) -> str:
+    """The ``--json`` line: sizes → path → percentiles, the load run, ratios, growth and build times."""
+    keep = ("sizes", "load", "ratios", "growth_p50", "build", "machine", "options")
+    return json.dumps({k: results[k] for k in keep if k in results}, default=str)

@@ -1,0 +1,258 @@
+"""Render ``bench`` results: a text summary, ``results.json``, ``results.md`` (tables, targets, EXPLAIN
+appendix) and PNG plots (matplotlib, headless)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from search.services.bench import PAIRS, PATHS
+
+PERCENTILES = ("p50_ms", "p95_ms", "p99_ms")
+TARGET_SIZE = 100_000
+
+
+def _sizes(results: dict[str, Any]) -> list[str]:
+    return sorted(results.get("sizes", {}), key=int)
+
+
+def summary_table(results: dict[str, Any]) -> str:
+    sizes = _sizes(results)
+    header = f"{'path':<24}" + "".join(f"{s + ' items p50/p95/p99 ms':>34}" for s in sizes)
+    lines = [header]
+    for path in PATHS:
+        row = f"{path:<24}"
+        for size in sizes:
+            v = results["sizes"][size].get(path)
+            cell = f"{v['p50_ms']:.1f} / {v['p95_ms']:.1f} / {v['p99_ms']:.1f}" if v else "-"
+            row += f"{cell:>34}"
+        lines.append(row)
+    load = results.get("load")
+    if load:
+        lines.append(f"load: {load['requests']} requests, {load['errors']} errors, {load['rps']} req/s, "
+                     f"p50 {load['p50_ms']:.1f} / p95 {load['p95_ms']:.1f} / p99 {load['p99_ms']:.1f} ms")
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
+    """(target, measured, met) for the issue's targets; ``met`` is None when the run cannot tell."""
+    sizes = _sizes(results)
+    out: list[tuple[str, str, bool | None]] = []
+    at = str(TARGET_SIZE) if str(TARGET_SIZE) in results.get("sizes", {}) else (sizes[-1] if sizes else None)
+    if at is None:
+        return out
+    paths = results["sizes"][at]
+    note = "" if at == str(TARGET_SIZE) else f" (measured at {at} items, not 100k)"
+    if "preview" in paths:
+        p95 = paths["preview"]["p95_ms"]
+        out.append((f"Live preview p95 ≤ 20 ms{note}", f"{p95:.1f} ms", p95 <= 20))
+    ratio = results.get("ratios", {}).get(at, {})
+    if "preview/baseline_ilike" in ratio:
+        r = ratio["preview/baseline_ilike"]["p50"]
+        out.append((f"Preview ≥ 10× faster than ILIKE (p50){note}", f"{1 / r:.1f}×" if r else "–",
+                    bool(r is not None and r <= 0.1)))
+    if "hybrid" in paths:
+        out.append((f"Hybrid retrieve() p50 ≤ 40 ms{note}", f"{paths['hybrid']['p50_ms']:.1f} ms",
+                    paths["hybrid"]["p50_ms"] <= 40))
+        out.append((f"Hybrid retrieve() p99 ≤ 150 ms{note}", f"{paths['hybrid']['p99_ms']:.1f} ms",
+                    paths["hybrid"]["p99_ms"] <= 150))
+    if "lexical/baseline_ts_rank" in ratio:
+        r = ratio["lexical/baseline_ts_rank"]["p50"]
+        out.append((f"Lexical lane ≥ 10× faster than ts_rank OR (p50){note}", f"{1 / r:.1f}×" if r else "–",
+                    bool(r is not None and r <= 0.1)))
+    grow = results.get("growth_p50") or {}
+    if grow:
+        for path in PATHS:
+            if path in grow and grow[path] is not None and not path.startswith("baseline_"):
+                out.append((f"10× items ≤ 2× p50: {path} ({sizes[0]}→{sizes[-1]})", f"{grow[path]:.2f}×",
+                            grow[path] <= 2))
+    load = results.get("load")
+    if load:
+        out.append(("Sustained mixed load: zero errors", f"{load['errors']} of {load['requests']}", load["errors"] == 0))
+    return out
+
+
+def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
+    sizes = _sizes(results)
+    m = results.get("machine", {})
+    o = results.get("options", {})
+    lines = [
+        f"Machine: {m.get('nproc')} CPUs ({m.get('cpu')}), {m.get('memory_gb')} GB RAM, {m.get('postgres')}, "
+        f"Python {m.get('python')}; load average at start {', '.join(f'{x:.1f}' for x in m.get('loadavg_at_start', []))}; "
+        f"commit {m.get('git_commit')}, {m.get('started_at')}.",
+        "",
+        f"Corpus: {', '.join(sizes)} items, about {o.get('chunks_per_item')} chunks each, seed {o.get('seed')}; "
+        f"vectors: {o.get('embedding')} (deterministic). Queries: {o.get('queries')} per path "
+        f"({o.get('baseline_queries')} per baseline) after {o.get('warmup')} warm-up queries; lane depth "
+        f"{o.get('lane_depth')}, hnsw.ef_search {o.get('hnsw_ef_search')}.",
+        "",
+        "### Latency per path (ms, p50 / p95 / p99)",
+        "",
+        "| path | " + " | ".join(f"{s} items" for s in sizes) + " |",
+        "|---|" + "---|" * len(sizes),
+    ]
+    for path in PATHS:
+        cells = []
+        for size in sizes:
+            v = results["sizes"][size].get(path)
+            cells.append(f"{v['p50_ms']:.1f} / {v['p95_ms']:.1f} / {v['p99_ms']:.1f}" if v else "–")
+        lines.append(f"| `{path}` | " + " | ".join(cells) + " |")
+    lines += ["", "### Ours vs baseline (same run, same queries)", "",
+              "| ours / baseline | items | ours p50 | baseline p50 | ratio p50 | ratio p95 | faster (p50) |",
+              "|---|---|---|---|---|---|---|"]
+    for size in sizes:
+        paths = results["sizes"][size]
+        for ours, base in PAIRS:
+            if ours in paths and base in paths:
+                r = results["ratios"][size][f"{ours}/{base}"]
+                lines.append(f"| `{ours}` / `{base}` | {size} | {paths[ours]['p50_ms']:.1f} | "
+                             f"{paths[base]['p50_ms']:.1f} | {_fmt(r['p50'], 3)} | {_fmt(r['p95'], 3)} | "
+                             f"{_fmt(1 / r['p50'] if r['p50'] else None)}× |")
+    grow = results.get("growth_p50") or {}
+    if grow:
+        lines += ["", f"### Growth {sizes[0]} → {sizes[-1]} items (p50 ratio)", "",
+                  "| path | p50 small | p50 large | growth |", "|---|---|---|---|"]
+        for path, g in grow.items():
+            lines.append(f"| `{path}` | {results['sizes'][sizes[0]][path]['p50_ms']:.1f} | "
+                         f"{results['sizes'][sizes[-1]][path]['p50_ms']:.1f} | {_fmt(g, 2)}× |")
+    checks = targets(results)
+    if checks:
+        lines += ["", "### Targets", "", "| target | measured | met |", "|---|---|---|"]
+        for name, measured, met in checks:
+            lines.append(f"| {name} | {measured} | {'yes' if met else ('no' if met is False else '?')} |")
+    load = results.get("load")
+    if load:
+        lines += ["", f"### Sustained mixed load ({load['items']} items)", "",
+                  f"{load['users']} concurrent simulated users for {load['seconds']} s (typists on the preview, "
+                  f"then a search; API searches; GraphQL searches; MCP find): **{load['requests']} requests, "
+                  f"{load['errors']} errors, {load['rps']} req/s**; all requests p50 {load['p50_ms']:.1f} / "
+                  f"p95 {load['p95_ms']:.1f} / p99 {load['p99_ms']:.1f} ms.", "",
+                  "| kind | requests | p50 | p95 | p99 |", "|---|---|---|---|---|"]
+        for kind, v in load["by_kind"].items():
+            lines.append(f"| {kind} | {v['n']} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} | {v['p99_ms']:.1f} |")
+        if load.get("error_kinds"):
+            lines += ["", "Errors: " + "; ".join(f"{k} × {n}" for k, n in load["error_kinds"].items())]
+    lines += ["", "### Build (seconds)", "", "| items | chunks | " + "generate+COPY | secondary indexes | "
+              "VACUUM ANALYZE | term statistics | HNSW index | ts_rank baseline table |", "|---|---|---|---|---|---|---|---|"]
+    for size in sizes:
+        b = results["build"][size]
+        s = b["seconds"]
+        reused = " (kept database, times from its build)" if b.get("reused") else ""
+        lines.append(f"| {size}{reused} | {b['chunks']} | {_fmt(s.get('generate_copy'))} | "
+                     f"{_fmt(s.get('secondary_indexes'))} | {_fmt(s.get('vacuum_analyze'))} | "
+                     f"{_fmt(s.get('stats_refresh'))} | {_fmt(s.get('hnsw_index'))} | "
+                     f"{_fmt(b.get('baseline_ts_rank_table_s'))} |")
+    for plot in plots or []:
+        lines += ["", f"![{plot}](bench/{plot})"]
+    if sizes and results.get("explain", {}).get(sizes[-1]):
+        lines += ["", f"### Appendix: EXPLAIN ANALYZE at {sizes[-1]} items",
+                  "", "The slowest statement of each path for its median-latency query (results.json has every "
+                  "size)."]
+        for path, plans in results["explain"][sizes[-1]].items():
+            for plan in plans:
+                lines += ["", f"#### `{path}` — {plan['query']!r} ({plan['ms']:.1f} ms when captured)", "",
+                          "```sql", plan["sql"], "```", "", f"Parameters: {', '.join(plan['params'])}", "",
+                          "```", plan["plan"], "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _plots(results: dict[str, Any], out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = _sizes(results)
+    written = []
+    # 1. percentiles per path, one panel per size
+    fig, axes = plt.subplots(len(sizes), 1, figsize=(11, 3.6 * len(sizes)), squeeze=False)
+    for ax, size in zip(axes[:, 0], sizes, strict=True):
+        paths = [p for p in PATHS if p in results["sizes"][size]]
+        for k, q in enumerate(PERCENTILES):
+            values = [results["sizes"][size][p][q] for p in paths]
+            ax.bar([i + (k - 1) * 0.27 for i in range(len(paths))], values, width=0.27, label=q.replace("_ms", ""))
+        ax.set_xticks(range(len(paths)), paths, rotation=25, ha="right", fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("ms (log)")
+        ax.set_title(f"Latency per path, {size} items")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "latency-percentiles.png", dpi=110)
+    plt.close(fig)
+    written.append("latency-percentiles.png")
+    # 2. ours vs baseline
+    fig, axes = plt.subplots(1, len(PAIRS), figsize=(12, 3.8), squeeze=False)
+    for ax, (ours, base) in zip(axes[0], PAIRS, strict=True):
+        labels, ours_v, base_v = [], [], []
+        for size in sizes:
+            paths = results["sizes"][size]
+            if ours in paths and base in paths:
+                for q in ("p50_ms", "p95_ms"):
+                    labels.append(f"{int(size) // 1000}k {q[:3]}")
+                    ours_v.append(paths[ours][q])
+                    base_v.append(paths[base][q])
+        x = range(len(labels))
+        ax.bar([i - 0.2 for i in x], ours_v, width=0.4, label=ours)
+        ax.bar([i + 0.2 for i in x], base_v, width=0.4, label=base)
+        ax.set_xticks(list(x), labels, fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("ms (log)")
+        ax.set_title(f"{ours} vs {base}", fontsize=9)
+        ax.legend(fontsize=7)
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "baselines.png", dpi=110)
+    plt.close(fig)
+    written.append("baselines.png")
+    # 3. growth
+    if len(sizes) >= 2:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        xs = [int(s) for s in sizes]
+        for path in PATHS:
+            if all(path in results["sizes"][s] for s in sizes):
+                ax.plot(xs, [results["sizes"][s][path]["p50_ms"] for s in sizes], marker="o", label=path,
+                        linestyle="--" if path.startswith("baseline_") else "-")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("items (log)")
+        ax.set_ylabel("p50 ms (log)")
+        ax.set_title("p50 latency as the corpus grows")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        fig.savefig(out / "growth.png", dpi=110)
+        plt.close(fig)
+        written.append("growth.png")
+    # 4. load
+    load = results.get("load")
+    if load and load.get("by_kind"):
+        fig, ax = plt.subplots(figsize=(8, 3.8))
+        kinds = list(load["by_kind"])
+        for k, q in enumerate(PERCENTILES):
+            ax.bar([i + (k - 1) * 0.27 for i in range(len(kinds))], [load["by_kind"][n][q] for n in kinds],
+                   width=0.27, label=q.replace("_ms", ""))
+        ax.set_xticks(range(len(kinds)), [f"{n}\n({load['by_kind'][n]['n']})" for n in kinds], fontsize=8)
+        ax.set_ylabel("ms")
+        ax.set_title(f"Mixed load, {load['items']} items: {load['rps']} req/s, {load['errors']} errors")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "load.png", dpi=110)
+        plt.close(fig)
+        written.append("load.png")
+    return written
+
+
+def report_write(results: dict[str, Any], out: Path) -> list[Path]:
+    """Write results.json, the PNG plots and results.md into ``out``; returns the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n", encoding="utf-8")
+    plots = _plots(results, out)
+    (out / "results.md").write_text(markdown(results, plots=plots), encoding="utf-8")
+    return [out / "results.json", out / "results.md", *(out / p for p in plots)]

@@ -1,0 +1,187 @@
+"""``manage.py bench``: the generated corpus equals what the real import and build write, the queries and
+percentiles are what the report says, and a small run goes end to end (scratch database, web server,
+load run) and prints the JSON line with every path."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test import override_settings
+
+from search.errors import SearchError
+from search.services import bench, bench_corpus, bench_http, scratch_db
+from search.services.embeddings import HashEmbedder
+
+SENTENCES = [
+    "Vitamin D supplementation lowers the risk of respiratory infection in older adults.",
+    "Élevated cortisol levels were associated with impaired memory consolidation.",
+    "The randomized trial enrolled 412 patients with chronic kidney disease.",
+    "Macrophage polarization depends on the local cytokine environment.",
+    "Statin therapy reduced cardiovascular events by a quarter over five years.",
+    "CRISPR screens identified regulators of T cell exhaustion in tumours.",
+    "Sleep deprivation increases amyloid beta accumulation in the hippocampus.",
+    "Obesity is a risk factor for type 2 diabetes and hypertension.",
+    "Gut microbiota composition differs between responders and non-responders.",
+    "The mutation disrupts DNA repair through loss of BRCA1 function.",
+    "Exercise training improved insulin sensitivity in sedentary women.",
+    "Antibiotic resistance genes spread by horizontal transfer among bacteria.",
+]
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    """A tiny BEIR folder: 24 documents recombining the sentences above, and 16 queries."""
+    folder = tmp_path / "beir"
+    folder.mkdir()
+    with (folder / "corpus.jsonl").open("w", encoding="utf-8") as handle:
+        for n in range(24):
+            picked = [SENTENCES[(n + k * 5) % len(SENTENCES)] for k in range(4)]
+            title = picked[0].rstrip(".")
+            handle.write(json.dumps({"_id": str(n), "title": title, "text": " ".join(picked)}) + "\n")
+    with (folder / "queries.jsonl").open("w", encoding="utf-8") as handle:
+        for n in range(16):
+            handle.write(json.dumps({"_id": str(n), "text": SENTENCES[n % len(SENTENCES)]}) + "\n")
+    return folder
+
+
+def test_fast_hash_embedder_equals_the_hash_provider() -> None:
+    # given the provider and the bench's memoised copy of it
+    provider = HashEmbedder(384)
+    fast = bench_corpus.FastHashEmbedder(384)
+    texts = [*SENTENCES, "Title\nBackground > Methods\nL'écrit et les données", "", "the of and"]
+    # when / then: the vectors are identical, number for number
+    for text in texts:
+        assert fast.embed(text) == provider.embed([text])[0]
+    assert fast.name == provider.name == "hash-384"
+
+
+def test_item_generation_is_deterministic_and_chunked_like_the_build(dataset: Path) -> None:
+    # given the text pool and a spec
+    pool = bench_corpus.text_pool_load(dataset / "corpus.jsonl")
+    spec = bench_corpus.CorpusSpec(items=50, chunks_per_item=5, seed=7)
+    embedder = bench_corpus.FastHashEmbedder(384)
+    # when item 3 is generated twice (and item 4 once)
+    first = bench_corpus.item_generate(3, spec, pool, embedder)
+    again = bench_corpus.item_generate(3, spec, pool, bench_corpus.FastHashEmbedder(384))
+    other = bench_corpus.item_generate(4, spec, pool, embedder)
+    # then it is the same item, with chunks whose text is the body slice they point at
+    assert first == again
+    assert first.revision["body"] != other.revision["body"]
+    assert 3 <= len(first.chunks) <= 8
+    body = first.revision["body"]
+    for chunk in first.chunks:
+        assert body[chunk["char_start"] : chunk["char_end"]] == chunk["text"]
+    assert first.item["id"] == first.revision["id"] == 4
+    assert first.item["external_id"] == "bench-4"
+
+
+def test_queries_mix_claims_keywords_and_typed_prefixes(dataset: Path) -> None:
+    # when
+    queries = bench.queries_load(dataset / "queries.jsonl", count=30, seed=1)
+    # then: 30 of each, two thirds of the searches are whole claims, previews are 1-3 words
+    assert len(queries.search) == len(queries.preview) == 30
+    assert sum(q in SENTENCES for q in queries.search) == len(queries.claims) == 16  # all 16 claims, sampled
+    assert all(1 <= len(p.split()) <= 3 for p in queries.preview)
+    assert queries == bench.queries_load(dataset / "queries.jsonl", count=30, seed=1)
+
+
+def test_percentiles_interpolate_between_ranks() -> None:
+    # given 1..100 ms
+    values = [float(v) for v in range(1, 101)]
+    # when / then
+    assert bench.percentiles(values) == {"p50_ms": 50.5, "p95_ms": 95.05, "p99_ms": 99.01}
+    assert bench.percentiles([]) == {"p50_ms": 0.0, "p95_ms": 0.0, "p99_ms": 0.0}
+
+
+def test_client_addresses_are_distinct_loopback_addresses() -> None:
+    addresses = bench_http.client_addresses(70_000)
+    assert len(set(addresses)) == 70_000
+    assert all(a.startswith("127.") and a != "127.0.0.1" for a in addresses)
+    assert all(all(0 <= int(part) <= 255 for part in a.split(".")) for a in addresses)
+
+
+def test_scratch_database_refuses_other_names() -> None:
+    with pytest.raises(SearchError, match="scratch database name"):
+        with scratch_db.scratch_database(name="kb"):
+            pass
+
+
+def test_bulk_load_writes_what_the_real_import_and_build_write(dataset: Path, django_db_setup, django_db_blocker) -> None:
+    """The COPY path and the ORM path (item_save_revision + index_rebuild) give the same chunk rows."""
+    from search.models import Chunk, ContentItem
+    from search.services import content, indexing
+
+    pool = bench_corpus.text_pool_load(dataset / "corpus.jsonl")
+    spec = bench_corpus.CorpusSpec(items=3, chunks_per_item=4, seed=3)
+    generated = bench_corpus.item_generate(0, spec, pool, bench_corpus.FastHashEmbedder(384))
+    fields = ("ordinal", "toc_path", "text", "char_start", "char_end", "tf_stem", "tf_surface", "body_len",
+              "title_len", "folded_text", "embedding_model", "in_live", "in_latest", "indexed")
+    with django_db_blocker.unblock(), override_settings(EMBEDDING_PROVIDER="hash"):
+        test_db = connection.settings_dict["NAME"]
+        with scratch_db.scratch_database(name="kb_bench_test_equal"):
+            # given the bulk-loaded corpus
+            report = bench_corpus.corpus_load(spec, pool, workers=1)
+            assert (report.items, report.revisions) == (3, 3)
+            # and the same item written through the real services and built by the real build
+            item = ContentItem.objects.create(
+                external_id="real-1", slug="real-1", language="en", content_type=generated.item["content_type"],
+                ai_keywords=generated.item["ai_keywords"], updated_at=generated.item["updated_at"],
+            )
+            content.item_save_revision(item=item, title=generated.revision["title"], body=generated.revision["body"],
+                                       publish=True)
+            indexing.index_rebuild()
+            # when both are read back
+            bulk = list(Chunk.objects.filter(item_id=1).order_by("ordinal"))
+            real = list(Chunk.objects.filter(item=item).order_by("ordinal"))
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT item_id, lex_title::text, lex_meta::text FROM search_chunk "
+                               "WHERE item_id IN (1, %s) ORDER BY item_id, ordinal", [item.pk])
+                vectors = cursor.fetchall()
+            # then every search column, the vector and the statistics inputs are the same
+            assert len(bulk) == len(real) == len(generated.chunks)
+            for b, r in zip(bulk, real, strict=True):
+                assert {f: getattr(b, f) for f in fields} == {f: getattr(r, f) for f in fields}
+                assert list(b.embedding) == list(r.embedding)
+            bulk_text = [v[1:] for v in vectors if v[0] == 1]
+            real_text = [v[1:] for v in vectors if v[0] == item.pk]
+            assert bulk_text == real_text
+            assert ContentItem.objects.get(pk=1).live_revision.title_folded == item.live_revision.title_folded
+        assert connection.settings_dict["NAME"] == test_db
+        assert not scratch_db.scratch_database_exists("kb_bench_test_equal")
+
+
+def test_bench_command_runs_end_to_end(dataset: Path, tmp_path: Path, django_db_setup, django_db_blocker) -> None:
+    # given a 200-item run with the web server and a short load run
+    out = io.StringIO()
+    err = io.StringIO()
+    with django_db_blocker.unblock():
+        test_db = connection.settings_dict["NAME"]
+        # when
+        call_command("bench", "--items", "200", "--queries", "24", "--baseline-queries", "21", "--warmup", "2",
+                     "--load-seconds", "2", "--load-users", "3", "--dataset", str(dataset), "--out",
+                     str(tmp_path / "report"), "--json", stdout=out, stderr=err)
+        # then the default connection is back on the test database and the scratch one is gone
+        assert connection.settings_dict["NAME"] == test_db
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_database WHERE datname LIKE 'kb_bench_%%_200'")
+            assert cursor.fetchone()[0] == 0
+    last = out.getvalue().strip().splitlines()[-1]
+    result = json.loads(last)
+    paths = result["sizes"]["200"]
+    assert set(paths) == set(bench.PATHS)
+    for path, numbers in paths.items():
+        assert 0 < numbers["p50_ms"] <= numbers["p95_ms"] <= numbers["p99_ms"], path
+    assert paths["http_search"]["errors"] == paths["http_graphql"]["errors"] == paths["http_mcp"]["errors"] == 0
+    assert result["load"]["requests"] > 0
+    assert result["load"]["errors"] == 0
+    assert result["load"]["rps"] > 0
+    assert result["build"]["200"]["items"] == 200
+    report = tmp_path / "report"
+    for name in ("results.json", "results.md", "latency-percentiles.png", "baselines.png", "load.png"):
+        assert (report / name).stat().st_size > 0
+    assert "| `hybrid` |" in (report / "results.md").read_text()
