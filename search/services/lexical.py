@@ -29,6 +29,8 @@ from search.services import expansion
 
 # A title matched as the start of a longer word counts a little less than the word as written.
 TITLE_PREFIX_FACTOR = 0.7
+# Occurrences of the word as written add this fraction on top of the best form's frequency.
+WRITTEN_FORM_BONUS = 0.3
 # Keyword / content-type matches count at this fraction of a title match.
 META_WEIGHT = 0.5
 
@@ -112,9 +114,12 @@ def lexical_search(
     title_weight = float(settings.SEARCH["TITLE_WEIGHT"])
     synonyms = expansion.synonym_expansions(parsed)
     df, n_chunks, avgdl = _statistics(parsed, synonyms)
-    unknown = expansion.unknown_terms(parsed, df)
+    # Corrections judge words by what the caller may read, so they reveal nothing about other items.
+    visible = expansion.visible_df(parsed, df, corpus=corpus, items_sql=items_sql)
+    unknown = expansion.unknown_terms(parsed, visible)
     found = expansion.corrections(unknown) if unknown else {}
-    typos = expansion.typo_expansions(parsed, found, df)
+    found = expansion.readable_corrections(found, corpus=corpus, items_sql=items_sql)
+    typos = expansion.typo_expansions(parsed, found, visible)
     for correction in (c for items in found.values() for c in items):
         df[("surface", correction.term)] = correction.df
     extra = [*synonyms, *typos]
@@ -131,38 +136,44 @@ def lexical_search(
     stem_cols = {f: f"s{j}" for j, f in enumerate(stem_forms)}
     surface_cols = {f: f"w{j}" for j, f in enumerate(surface_forms)}
 
+    # Per term: its best raw term frequency over its forms (stems, written forms, weaker expansions),
+    # whether the title holds it (1 as written, 0.7 as a prefix), and its keyword/type match. The title
+    # counts as TITLE_WEIGHT extra occurrences inside the same saturating BM25 term (BM25F-style), so a
+    # title word outweighs a body match without double-counting a word found in both.
     columns: list[str] = []
     params: list[Any] = []
+    idfs: list[float] = []
     for i, term in enumerate(parsed.terms):
-        body_parts = ["0.0"]
+        tf_parts = ["0.0"]
+        written_parts = ["0.0"]
+        body_dfs = []
         for field, cols, forms in (("stem", stem_cols, term.stems), ("surface", surface_cols, term.surfaces)):
             for form in forms:
-                if form not in cols:
-                    continue
-                idf = _idf(df.get((field, form), 0), n_chunks)
-                tf = f"coalesce({cols[form]}, 0)"
-                body_parts.append(f"({idf!r} * {tf} * {k1 + 1.0!r} / ({tf} + norm))")
+                if form in cols:
+                    tf_parts.append(f"coalesce({cols[form]}, 0)")
+                    if field == "surface":
+                        written_parts.append(f"coalesce({cols[form]}, 0)")
+                if df.get((field, form)):
+                    body_dfs.append(df[(field, form)])
         for e in extra_by_term.get(i, []):
-            for field, cols, forms in (("stem", stem_cols, e.stems), ("surface", surface_cols, (e.form,))):
+            for cols, forms in ((stem_cols, e.stems), (surface_cols, (e.form,))):
                 for form in forms:
-                    if form not in cols:
-                        continue
-                    idf = _idf(df.get((field, form), 0), n_chunks) * e.weight
-                    tf = f"coalesce({cols[form]}, 0)"
-                    body_parts.append(f"({idf!r} * {tf} * {k1 + 1.0!r} / ({tf} + norm))")
-        columns.append(f"greatest({', '.join(body_parts)}) AS b{i}")
-        title_idf = max((_idf(df.get(("title", f), 0), n_chunks) for f in term.title_forms), default=0.0)
+                    if form in cols:
+                        tf_parts.append(f"{e.weight!r} * coalesce({cols[form]}, 0)")
+        # The word as written counts a little more than another form with the same stem.
+        columns.append(
+            f"greatest({', '.join(tf_parts)}) + {WRITTEN_FORM_BONUS!r} * greatest({', '.join(written_parts)}) AS f{i}"
+        )
+        title_dfs = [df.get(("title", f), 0) for f in term.title_forms]
+        idfs.append(_idf(max(body_dfs) if body_dfs else max(title_dfs, default=0), n_chunks))
         if term.title_forms and term.prefix:
             columns.append(
-                f"(CASE WHEN NOT any_title THEN 0 WHEN lex_title @@ %s::tsquery THEN {title_idf!r} "
-                f"WHEN lex_title @@ %s::tsquery "
-                f"THEN {title_idf * TITLE_PREFIX_FACTOR!r} ELSE 0 END) AS t{i}"
+                f"(CASE WHEN NOT any_title THEN 0 WHEN lex_title @@ %s::tsquery THEN 1.0 "
+                f"WHEN lex_title @@ %s::tsquery THEN {TITLE_PREFIX_FACTOR!r} ELSE 0 END) AS t{i}"
             )
             params += [tsquery_text(list(term.title_forms)), tsquery_text(list(term.title_forms), prefix=True)]
         elif term.title_forms:
-            columns.append(
-                f"(CASE WHEN any_title AND lex_title @@ %s::tsquery THEN {title_idf!r} ELSE 0 END) AS t{i}"
-            )
+            columns.append(f"(CASE WHEN any_title AND lex_title @@ %s::tsquery THEN 1.0 ELSE 0 END) AS t{i}")
             params.append(tsquery_text(list(term.title_forms)))
         else:
             columns.append(f"0.0 AS t{i}")
@@ -171,8 +182,12 @@ def lexical_search(
         params.append(tsquery_text(list(term.stems)))
 
     n_terms = len(parsed.terms)
-    score = " + ".join(f"b{i} + {title_weight!r} * t{i} + {META_WEIGHT!r} * m{i}" for i in range(n_terms))
-    matched = " + ".join(f"(b{i} + t{i} + m{i} > 0)::int" for i in range(n_terms))
+    bm25 = []
+    for i, idf in enumerate(idfs):
+        tf = f"(f{i} + {title_weight!r} * t{i})"
+        bm25.append(f"{idf!r} * {tf} * {k1 + 1.0!r} / ({tf} + norm) + {META_WEIGHT!r} * m{i}")
+    score = " + ".join(bm25)
+    matched = " + ".join(f"(f{i} + t{i} + m{i} > 0)::int" for i in range(n_terms))
     title_hit = " OR ".join(f"t{i} > 0" for i in range(n_terms))
     all_stems = sorted({s for t in parsed.terms for s in t.stems} | {s for e in extra for s in e.stems})
     all_surfaces = sorted({s for t in parsed.terms for s in t.surfaces} | {e.form for e in extra})
@@ -205,7 +220,7 @@ def lexical_search(
               AND c.item_id IN ({items_query})
         ),
         per_term AS MATERIALIZED (
-            SELECT id, item_id, updated_at, {", ".join(columns)} FROM cand
+            SELECT id, item_id, updated_at, norm, {", ".join(columns)} FROM cand
         )
         SELECT id, item_id, {matched} AS matched, {score} AS score, ({title_hit}) AS title_hit
         FROM per_term

@@ -36,7 +36,7 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # module: the sync API keeps an event loop running until closed
 def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
