@@ -52,7 +52,9 @@ def main() -> None:
             r = run(dataset, "lexical", {})
             print(f"k1={k1} b={b} title={title} ndcg@10={r['ndcg@10']} recall@100={r['recall@100']} mrr@10={r['mrr@10']}", flush=True)
     elif args.what == "fusion":
-        for k, wl, wv in itertools.product([20, 60, 100], [1.0], [0.7, 1.0, 1.5, 2.0]):
+        r = run(dataset, "vector", {})
+        print(f"vector-only ndcg@10={r['ndcg@10']} recall@100={r['recall@100']} mrr@10={r['mrr@10']}", flush=True)
+        for k, wl, wv in [(60, 1.0, 1.0), (20, 1.0, 1.0), (60, 1.0, 1.5), (60, 1.5, 1.0)]:
             settings.SEARCH = {**base, "RRF_K": k, "LEXICAL_WEIGHT": wl, "VECTOR_WEIGHT": wv}
             r = run(dataset, "hybrid", {})
             print(f"rrf_k={k} w_lex={wl} w_vec={wv} ndcg@10={r['ndcg@10']} recall@100={r['recall@100']} mrr@10={r['mrr@10']}", flush=True)

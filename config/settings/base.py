@@ -38,6 +38,8 @@ MIDDLEWARE = [
     # First, so its request latency (per surface and MCP tool, for /metrics) includes every other step.
     "analytics.middleware.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # A database outage answers 503 + Retry-After in each surface's error shape, not 500.
+    "config.middleware.DatabaseUnavailableMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -74,6 +76,12 @@ if _database_url:
 else:
     _default_db = {"ENGINE": "config.embedded_db", "NAME": "kb", "USER": "postgres", "HOST": "", "PORT": ""}
 _default_db.setdefault("OPTIONS", {})
+# Web processes cap every SQL statement, so a runaway query cannot hold a connection and a request thread;
+# workers and commands (index builds, reembeds) are not capped. config/asgi.py and config/wsgi.py set
+# KB_PROCESS_ROLE=web before the settings load.
+if env.env_str("KB_PROCESS_ROLE") == "web":
+    _pg_options = str(_default_db["OPTIONS"].get("options", ""))
+    _default_db["OPTIONS"]["options"] = f"{_pg_options} -c statement_timeout={STATEMENT_TIMEOUT_MS}".strip()
 _default_db["CONN_MAX_AGE"] = env.env_int("CONN_MAX_AGE", 60, minimum=0)
 _default_db["CONN_HEALTH_CHECKS"] = True
 DATABASES = {"default": _default_db}
@@ -93,7 +101,8 @@ if not REDIS_URL:
 
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        # Django's Redis cache that turns a dead or hung server into cache misses (config/cache.py).
+        "BACKEND": "config.cache.FailSafeRedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "kb",
         "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
@@ -132,6 +141,9 @@ MEDIA_ROOT = KB_HOME / "media"
 
 LOGIN_URL = "/admin/login/"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 256 * 1024, minimum=1024)
+# Any request body, declared or chunked, is refused (413) past this size before Django reads it
+# (config.middleware.BoundedRequestBody, wrapped around the ASGI app); admin thumbnail uploads fit.
+MAX_REQUEST_BODY_BYTES = env.env_int("MAX_REQUEST_BODY_BYTES", 10 * 1024 * 1024, minimum=64 * 1024)
 # /graphql refuses larger request bodies (and query strings) before parsing them (HTTP 413).
 GRAPHQL_MAX_BODY_BYTES = env.env_int("GRAPHQL_MAX_BODY_BYTES", 64 * 1024, minimum=1024, maximum=1024 * 1024)
 
@@ -165,7 +177,7 @@ SEARCH = {
     "BM25_K1": env.env_float("SEARCH_BM25_K1", 1.2, minimum=0.0, maximum=3.0),
     "BM25_B": env.env_float("SEARCH_BM25_B", 0.75, minimum=0.0, maximum=1.0),
     "TITLE_WEIGHT": env.env_float("SEARCH_TITLE_WEIGHT", 2.0, minimum=0.0, maximum=10.0),
-    "RRF_K": env.env_int("SEARCH_RRF_K", 60, minimum=1, maximum=1000),
+    "RRF_K": env.env_int("SEARCH_RRF_K", 20, minimum=1, maximum=1000),
     "LEXICAL_WEIGHT": env.env_float("SEARCH_LEXICAL_WEIGHT", 1.0, minimum=0.0, maximum=10.0),
     "VECTOR_WEIGHT": env.env_float("SEARCH_VECTOR_WEIGHT", 1.0, minimum=0.0, maximum=10.0),
     "LANE_DEPTH": env.env_int("SEARCH_LANE_DEPTH", 200, minimum=10, maximum=2000),
