@@ -141,6 +141,7 @@ def search_api(request: HttpRequest) -> HttpResponse:
         "partial_match": result.partial_match,
         "degraded": list(result.degraded),
         "next_cursor": result.next_cursor,
+        "suggestion": result.suggestion,
     })
 
 

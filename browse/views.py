@@ -65,6 +65,7 @@ class Listing:
     next_cursor: str | None = None
     partial_match: bool = False
     degraded: tuple[str, ...] = ()
+    suggestion: str | None = None
     error: str = ""
     error_field: str = ""
     failed: bool = False
@@ -107,6 +108,11 @@ class Listing:
         return self.url(q=None)
 
     @property
+    def suggestion_url(self) -> str:
+        """The same search with the engine's "did you mean" correction, filters kept."""
+        return self.url(q=self.suggestion, cursor=None) if self.suggestion else ""
+
+    @property
     def next_url(self) -> str:
         return self.url(cursor=self.next_cursor) if self.next_cursor else ""
 
@@ -144,6 +150,7 @@ def _fill(listing: Listing, request: HttpRequest, principal: Principal, *, close
             listing.cards = presenters.cards_from_hits(result.hits)
             listing.total, listing.next_cursor = result.total, result.next_cursor
             listing.partial_match, listing.degraded = result.partial_match, result.degraded
+            listing.suggestion = result.suggestion
             if closed and not listing.cursor:
                 listing.closed = presenters.closed_cards(
                     closed_placeholders(principal=principal, text=listing.q, filters=listing.filters)

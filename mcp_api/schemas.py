@@ -179,6 +179,9 @@ class FindResult(BaseModel):
         description="Why results may be weaker, e.g. embedding_unavailable (lexical only)."
     )
     next_cursor: str | None
+    suggestion: str | None = Field(
+        default=None, description='"Did you mean": the query with unknown words corrected from the corpus, or null.'
+    )
 
 
 class TocItem(BaseModel):

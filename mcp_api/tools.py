@@ -159,6 +159,7 @@ def find_result(query: RetrievalQuery, result: RetrievalResult) -> FindResult:
         partial_match=result.partial_match,
         degraded=list(result.degraded),
         next_cursor=result.next_cursor,
+        suggestion=result.suggestion,
     )
 
 
@@ -189,6 +190,8 @@ def find_markdown(args: FindArgs, found: FindResult) -> str:
     head.append(f"Arguments: {_filter_summary(args)}")
     if found.partial_match:
         head.append("Partial match: some results miss one of the less important query words.")
+    if found.suggestion:
+        head.append(f'Did you mean: "{render.one_line(found.suggestion)}"? (call find again with that query)')
     if "embedding_unavailable" in found.degraded:
         head.append("Degraded: semantic search is unavailable right now; these are keyword matches only.")
     elif found.degraded:

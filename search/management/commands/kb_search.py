@@ -86,6 +86,8 @@ class Command(BaseCommand):
             header += " — partial match (not every word found)"
         if result.degraded:
             header += f" — degraded: {', '.join(result.degraded)}"
+        if result.suggestion:
+            header += f" — did you mean {result.suggestion!r}?"
         self.stdout.write(style.MIGRATE_HEADING(header) if style else header)
         columns = [("title", 40), ("domain", 16), ("keywords", 22), ("lanes", 14)]
         snippet_width = max(20, width - sum(w + 2 for _, w in columns) - 8)
@@ -106,6 +108,7 @@ def payload(text: str, result: Any, *, full: bool = False) -> dict[str, Any]:
         "count": result.total,
         "partial_match": result.partial_match,
         "degraded": list(result.degraded),
+        "suggestion": result.suggestion,
         "results": [
             {
                 "item_id": h.item_id,
