@@ -3,4 +3,12 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
-application = get_asgi_application()
+# A web process: the settings cap each SQL statement at STATEMENT_TIMEOUT_MS (workers and commands are not).
+os.environ.setdefault("KB_PROCESS_ROLE", "web")
+_django_application = get_asgi_application()
+
+from django.conf import settings  # noqa: E402 - loaded by get_asgi_application
+
+from config.middleware import BoundedRequestBody  # noqa: E402
+
+application = BoundedRequestBody(_django_application, max_bytes=settings.MAX_REQUEST_BODY_BYTES)

@@ -159,7 +159,7 @@ def resolve_items(
             filters=filters_from_input(filter),
             sort=enum_value(sort) or "newest",
             cursor=after or None,
-            limit=first,
+            limit=first if first is not None else 20,  # an explicit null means the default
             corpus=corpus,
         )
     except SearchError as exc:

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from graphene_django.views import GraphQLView, HttpError
@@ -42,6 +43,19 @@ def max_body_bytes() -> int:
 def _error_response(status: int, message: str, code: str, **extensions: Any) -> HttpResponse:
     body = {"errors": [{"message": message, "extensions": {"code": code, **extensions}}]}
     return HttpResponse(json.dumps(body), status=status, content_type="application/json")
+
+
+def _check_types(query: Any, variables: Any, operation_name: Any) -> None:
+    """A JSON body can hold anything: refuse a non-string query or operationName, non-object variables."""
+    problem = None
+    if not isinstance(query, str):
+        problem = "query must be a string holding a GraphQL document."
+    elif variables is not None and not isinstance(variables, dict):
+        problem = "variables must be a JSON object mapping variable names to values."
+    elif operation_name is not None and not isinstance(operation_name, str):
+        problem = "operationName must be a string naming an operation of the document."
+    if problem:
+        raise HttpError(HttpResponse(status=400), problem)
 
 
 class _Refused(Exception):
@@ -93,7 +107,7 @@ class ProtectedGraphQLView(GraphQLView):
         if self.get_content_type(request) == "application/json":
             try:
                 data = json.loads(request.body.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError):
+            except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: nested too deeply
                 raise HttpError(HttpResponse(status=400), "POST body sent invalid JSON.") from None
             if isinstance(data, list):
                 response = HttpResponse(status=400)
@@ -152,11 +166,17 @@ class ProtectedGraphQLView(GraphQLView):
             if show_graphiql:
                 return None
             raise HttpError(HttpResponse(status=400), "Must provide a query string.")
+        _check_types(query, variables, operation_name)
         graphql_schema = self.schema.graphql_schema
         try:
             document = parse(query)
         except GraphQLError as exc:
             return ExecutionResult(errors=[exc])
+        except RecursionError:
+            return ExecutionResult(errors=[GraphQLError(
+                "The document is nested too deeply to parse. Ask for fewer nested levels.",
+                extensions={"code": "QUERY_TOO_COMPLEX"},
+            )])
         operation = get_operation_ast(document, operation_name)
         if request.method == "GET" and operation is not None and operation.operation != OperationType.QUERY:
             if show_graphiql:
@@ -190,6 +210,10 @@ class ProtectedGraphQLView(GraphQLView):
             operation_name=operation_name,
             middleware=self.get_middleware(request),
         )
+        for error in cast(ExecutionResult, result).errors or ():
+            if isinstance(error.original_error, OperationalError | InterfaceError):
+                # A database outage, not a bug: config.middleware answers 503 with Retry-After.
+                raise error.original_error
         return cast(ExecutionResult, result)
 
     @staticmethod

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db import InterfaceError, OperationalError
 from mcp.server.fastmcp.utilities.func_metadata import _inline_root_ref
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
@@ -114,6 +115,10 @@ class KbMCP(DjangoMCP):
             output = await sync_to_async(spec.handler)(args, principal)
         except SearchError as exc:
             return error_result(search_error_message(name, exc))
+        except (OperationalError, InterfaceError):
+            logger.warning("MCP tool %s: database unavailable", name)
+            return error_result(f"{spec.failure}: the knowledge base is briefly unavailable (database "
+                                "unreachable). Retry in a few seconds.")
         except Exception:
             reference = secrets.token_hex(4)
             logger.exception("MCP tool %s failed (reference %s)", name, reference)

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
@@ -81,6 +82,8 @@ def guard(request: HttpRequest) -> HttpResponse | None:
         return _refuse(413, f"Request body too large: at most {settings.MCP_MAX_BODY_BYTES} bytes.")
     if _nested_too_deeply(request):
         return _refuse(400, "Parse error: the JSON body is nested too deeply. Send one JSON-RPC message.")
+    # A database outage answers 503 here (config.middleware), not as a tool error inside a 200 later.
+    connection.cursor().close()
     remote_addr = request.META.get("REMOTE_ADDR")
     ip_key = client_key(user_id=None, remote_addr=remote_addr)
     try:

@@ -15,6 +15,9 @@ Reliability rules shared by every task here:
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -71,15 +74,39 @@ def index_build_task() -> str:
     return "built" if outcome.ran else "busy"
 
 
+# Publishing happens on one background thread: a save never waits for the broker (a hung broker holds a
+# publish for seconds). While one build request is on its way, or for ENQUEUE_BACKOFF_S after a failed
+# one, further requests are dropped: the build is debounced anyway, IndexState.dirty keeps the work, and
+# the beat's index-build safety net picks it up once the broker is back.
+ENQUEUE_BACKOFF_S = 30.0
+_publisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-enqueue")
+_publish_lock = threading.Lock()
+_publish_state = {"in_flight": False, "retry_at": 0.0}
+
+
+def _publish_build() -> None:
+    try:
+        index_build_task.apply_async(countdown=INDEX_DEBOUNCE_S, retry=False)
+    except Exception as exc:  # noqa: BLE001
+        _publish_state["retry_at"] = time.monotonic() + ENQUEUE_BACKOFF_S
+        logger.warning("could not enqueue the index build (%s); it will run on the next build", exc)
+    finally:
+        _publish_state["in_flight"] = False
+
+
 def index_build_enqueue() -> None:
     """Ask a worker for a build after the current transaction commits. Never blocks on a dead broker."""
     from django.db import transaction
 
     def _send() -> None:
+        with _publish_lock:
+            if _publish_state["in_flight"] or time.monotonic() < _publish_state["retry_at"]:
+                return
+            _publish_state["in_flight"] = True
         try:
-            index_build_task.apply_async(countdown=INDEX_DEBOUNCE_S, retry=False)
-        except Exception as exc:  # noqa: BLE001
-            logger.warning("could not enqueue the index build (%s); it will run on the next build", exc)
+            _publisher.submit(_publish_build)
+        except RuntimeError:  # the interpreter is shutting down: the beat's safety net will build
+            _publish_state["in_flight"] = False
 
     transaction.on_commit(_send)
 

@@ -26,7 +26,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,8 +41,18 @@ from search.services import bench_corpus, bench_http, lexical, scratch_db, vecto
 from search.services.retrieve import retrieve, searchable_items
 from search.types import RetrievalQuery
 
-PATHS = ("preview", "lexical", "vector", "hybrid", "http_search", "http_graphql", "http_mcp",
-         "baseline_ilike", "baseline_ts_rank", "baseline_exact_vector")
+PATHS = (
+    "preview",
+    "lexical",
+    "vector",
+    "hybrid",
+    "http_search",
+    "http_graphql",
+    "http_mcp",
+    "baseline_ilike",
+    "baseline_ts_rank",
+    "baseline_exact_vector",
+)
 # (ours, baseline): the pairs whose latency ratio the report gives.
 PAIRS = (("preview", "baseline_ilike"), ("lexical", "baseline_ts_rank"), ("vector", "baseline_exact_vector"))
 PREVIEW_LIMIT = 8  # what the search box asks for
@@ -141,14 +151,17 @@ def path_preview(text: str) -> Any:
 
 def path_lexical(text: str) -> Any:
     parsed = query_parser.parse(text)
-    return lexical.lexical_search(parsed=parsed, corpus="live", items_sql=_items_sql(),
-                                  limit=settings.SEARCH["LANE_DEPTH"])
+    return lexical.lexical_search(
+        parsed=parsed, corpus="live", items_sql=_items_sql(), limit=settings.SEARCH["LANE_DEPTH"]
+    )
 
 
 def path_vector(text: str) -> Any:
     parsed = query_parser.parse(text)
     qvec = vector.query_embedding(parsed.text)
-    return vector.vector_search(vector=qvec, corpus="live", items_sql=_items_sql(), limit=settings.SEARCH["LANE_DEPTH"])
+    return vector.vector_search(
+        vector=qvec, corpus="live", items_sql=_items_sql(), limit=settings.SEARCH["LANE_DEPTH"]
+    )
 
 
 def path_hybrid(text: str) -> Any:
@@ -206,7 +219,8 @@ def baseline_ts_rank(text: str) -> list[tuple[int, int]]:
     with connection.cursor() as cursor:
         cursor.execute(
             "WITH q AS (SELECT replace(plainto_tsquery('english', %s)::text, ' & ', ' | ')::tsquery AS q) "
-            f"SELECT b.chunk_id, b.item_id FROM {TSRANK_TABLE} b, q WHERE b.tsv @@ q.q AND b.item_id IN ({items_sql}) "
+            f"SELECT b.chunk_id, b.item_id FROM {TSRANK_TABLE} b, q "
+            f"WHERE b.tsv @@ q.q AND b.item_id IN ({items_sql}) "
             "ORDER BY ts_rank(b.tsv, q.q) DESC LIMIT %s",
             [text, *items_params, settings.SEARCH["LANE_DEPTH"]],
         )
@@ -223,7 +237,8 @@ def baseline_exact_vector(text: str) -> list[tuple[int, int, float]]:
     items_sql, items_params = _items_sql()
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT c.id, c.item_id, 1 - ((c.embedding::vector({dims})) <=> %s::vector({dims})) FROM search_chunk c "
+            f"SELECT c.id, c.item_id, 1 - ((c.embedding::vector({dims})) <=> %s::vector({dims})) "
+            "FROM search_chunk c "
             f"WHERE c.embedding_model = %s AND c.in_live AND c.item_id IN ({items_sql}) "
             f"ORDER BY ((c.embedding::vector({dims})) <=> %s::vector({dims})) + 0 LIMIT %s",
             [literal, space.model, *items_params, literal, settings.SEARCH["LANE_DEPTH"]],
@@ -246,8 +261,14 @@ IN_PROCESS: dict[str, tuple[Callable[[str], Any], str]] = {
 MIN_TIMED = 20  # a path's time budget never cuts it below this many timed queries
 
 
-def time_calls(fn: Callable[[str], Any], texts: list[str], *, warmup: int, budget_s: float = float("inf"),
-               progress: Callable[[int], None] | None = None) -> list[float]:
+def time_calls(
+    fn: Callable[[str], Any],
+    texts: list[str],
+    *,
+    warmup: int,
+    budget_s: float = float("inf"),
+    progress: Callable[[int], None] | None = None,
+) -> list[float]:
     """Call ``fn`` on the first ``warmup`` texts untimed, then on each text in turn, timing each call (ms).
 
     ``budget_s`` bounds a slow path: warm-up stops after a quarter of it, timing after all of it (but
@@ -306,7 +327,9 @@ def explain(fn: Callable[[str], Any], text: str, *, top: int = 1) -> list[dict[s
     rolled-back transaction after the ``SET`` statements that preceded it (e.g. ``hnsw.ef_search``)."""
     with captured_statements() as statements:
         fn(text)
-    ranked = sorted((i for i, s in enumerate(statements) if _is_query(s.sql)), key=lambda i: -statements[i].ms)
+    ranked = sorted(
+        (i for i, s in enumerate(statements) if _is_query(s.sql)), key=lambda i: -statements[i].ms
+    )
     plans = []
     for index in ranked[:top]:
         statement = statements[index]
@@ -317,8 +340,15 @@ def explain(fn: Callable[[str], Any], text: str, *, top: int = 1) -> list[dict[s
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + statement.sql, statement.params)
             plan = "\n".join(r[0] for r in cursor.fetchall())
             transaction.set_rollback(True)
-        plans.append({"query": text, "ms": round(statement.ms, 2), "sql": statement.sql.strip(),
-                      "params": _short_params(statement.params), "plan": plan})
+        plans.append(
+            {
+                "query": text,
+                "ms": round(statement.ms, 2),
+                "sql": statement.sql.strip(),
+                "params": _short_params(statement.params),
+                "plan": plan,
+            }
+        )
     return plans
 
 
@@ -356,19 +386,43 @@ def machine_info() -> dict[str, Any]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT version()")
         pg = cursor.fetchone()[0]
-        cursor.execute("SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s) ORDER BY name",
-                       [["shared_buffers", "work_mem", "maintenance_work_mem", "effective_cache_size", "jit",
-                         "max_parallel_workers_per_gather"]])
+        cursor.execute(
+            "SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s) ORDER BY name",
+            [
+                [
+                    "shared_buffers",
+                    "work_mem",
+                    "maintenance_work_mem",
+                    "effective_cache_size",
+                    "jit",
+                    "max_parallel_workers_per_gather",
+                ]
+            ],
+        )
         pg_settings = {name: f"{value}{unit or ''}" for name, value, unit in cursor.fetchall()}
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=settings.BASE_DIR, capture_output=True,
-                                text=True, timeout=5).stdout.strip() or None
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                cwd=settings.BASE_DIR,
+                capture_output=True,
+                text=True,
+                timeout=5,
+            ).stdout.strip()
+            or None
+        )
     except (OSError, subprocess.SubprocessError):
         commit = None
     return {
-        "nproc": os.cpu_count(), "memory_gb": memory_gb, "cpu": cpu, "python": platform.python_version(),
-        "postgres": pg.split(" on ")[0], "postgres_settings": pg_settings, "loadavg_at_start": os.getloadavg(),
-        "git_commit": commit, "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "nproc": os.cpu_count(),
+        "memory_gb": memory_gb,
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "postgres": pg.split(" on ")[0],
+        "postgres_settings": pg_settings,
+        "loadavg_at_start": os.getloadavg(),
+        "git_commit": commit,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
 
@@ -382,14 +436,27 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
     """Run the whole benchmark; returns the results (see ``docs/benchmarks-scale.md`` for the shape)."""
     pool = bench_corpus.text_pool_load(opts.dataset / "corpus.jsonl")
     queries = queries_load(opts.dataset / "queries.jsonl", count=opts.queries, seed=opts.seed)
-    results: dict[str, Any] = {"sizes": {}, "build": {}, "explain": {}, "errors": {}, "machine": {}, "options": {
-        "sizes": list(opts.sizes), "chunks_per_item": opts.chunks_per_item, "seed": opts.seed,
-        "queries": opts.queries, "baseline_queries": opts.baseline_queries, "warmup": opts.warmup,
-        "path_budget_s": opts.path_budget_s,
-        "load_seconds": opts.load_seconds if opts.http else 0, "load_users": opts.load_users,
-        "embedding": f"hash-{settings.HASH_EMBEDDING_DIMENSIONS}", "lane_depth": settings.SEARCH["LANE_DEPTH"],
-        "hnsw_ef_search": settings.SEARCH["HNSW_EF_SEARCH"],
-    }}
+    results: dict[str, Any] = {
+        "sizes": {},
+        "build": {},
+        "explain": {},
+        "errors": {},
+        "machine": {},
+        "options": {
+            "sizes": list(opts.sizes),
+            "chunks_per_item": opts.chunks_per_item,
+            "seed": opts.seed,
+            "queries": opts.queries,
+            "baseline_queries": opts.baseline_queries,
+            "warmup": opts.warmup,
+            "path_budget_s": opts.path_budget_s,
+            "load_seconds": opts.load_seconds if opts.http else 0,
+            "load_users": opts.load_users,
+            "embedding": f"hash-{settings.HASH_EMBEDDING_DIMENSIONS}",
+            "lane_depth": settings.SEARCH["LANE_DEPTH"],
+            "hnsw_ef_search": settings.SEARCH["HNSW_EF_SEARCH"],
+        },
+    }
     largest = max(opts.sizes)
     with override_settings(EMBEDDING_PROVIDER="hash", DEBUG=False):
         for size in sorted(opts.sizes):
@@ -404,11 +471,15 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
                     log(f"  reusing the kept corpus: {load.items} items, {load.chunks} chunks")
                 else:
                     with progress(total=size, desc=f"build {size}") as update:
-                        load = bench_corpus.corpus_load(spec, pool, workers=opts.workers, progress=update, log=log)
+                        load = bench_corpus.corpus_load(
+                            spec, pool, workers=opts.workers, progress=update, log=log
+                        )
                 log(f"  corpus: {load.items} items, {load.chunks} chunks")
                 tsrank_s = baseline_ts_rank_build()
                 results["build"][str(size)] = {
-                    "items": load.items, "chunks": load.chunks, "reused": load.reused,
+                    "items": load.items,
+                    "chunks": load.chunks,
+                    "reused": load.reused,
                     "seconds": {k: round(v, 2) for k, v in load.seconds.items()},
                     "baseline_ts_rank_table_s": round(tsrank_s, 2),
                 }
@@ -430,8 +501,9 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
     return results
 
 
-def _measure_in_process(opts: BenchOptions, queries: BenchQueries, *, progress: ProgressFactory,
-                        size: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def _measure_in_process(
+    opts: BenchOptions, queries: BenchQueries, *, progress: ProgressFactory, size: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
     # Query embeddings are cached before anything is timed (see the module docstring).
     for text in queries.search:
         vector.query_embedding(query_parser.parse(text).text)
@@ -442,40 +514,70 @@ def _measure_in_process(opts: BenchOptions, queries: BenchQueries, *, progress: 
         if path.startswith("baseline_"):
             texts = texts[: opts.baseline_queries]
         with progress(total=len(texts), desc=f"{path} @{size}") as update:
-            latencies = time_calls(fn, texts, warmup=min(opts.warmup, len(texts)), budget_s=opts.path_budget_s,
-                                   progress=update)
+            latencies = time_calls(
+                fn, texts, warmup=min(opts.warmup, len(texts)), budget_s=opts.path_budget_s, progress=update
+            )
         measured[path] = {**percentiles(latencies), "n": len(latencies)}
         plans[path] = explain(fn, _median_text(texts, latencies), top=2 if path == "preview" else 1)
     return measured, plans
 
 
-def _measure_http(opts: BenchOptions, queries: BenchQueries, database_url: str, *, progress: ProgressFactory,
-                  size: int, with_load: bool, log: Callable[[str], None]
-                  ) -> tuple[dict[str, Any], dict[str, list[str]], dict[str, Any] | None]:
+def _measure_http(
+    opts: BenchOptions,
+    queries: BenchQueries,
+    database_url: str,
+    *,
+    progress: ProgressFactory,
+    size: int,
+    with_load: bool,
+    log: Callable[[str], None],
+) -> tuple[dict[str, Any], dict[str, list[str]], dict[str, Any] | None]:
     measured: dict[str, Any] = {}
     errors: dict[str, list[str]] = {}
     load: dict[str, Any] | None = None
-    kinds = {"http_search": bench_http.search_request, "http_graphql": bench_http.graphql_request,
-             "http_mcp": bench_http.mcp_request}
+    kinds = {
+        "http_search": bench_http.search_request,
+        "http_graphql": bench_http.graphql_request,
+        "http_mcp": bench_http.mcp_request,
+    }
     with bench_http.web_server(database_url=database_url) as base_url:
         pool = bench_http.ClientPool(base_url, block=10 + (size % 7))
         try:
             for path, make in kinds.items():
                 with progress(total=len(queries.search), desc=f"{path} @{size}") as update:
-                    timed = bench_http.round_trips(pool, make, queries.search, warmup=min(opts.warmup, len(queries.search)),
-                                                   budget_s=opts.path_budget_s, progress=update)
-                measured[path] = {**percentiles(timed.latencies_ms), "n": len(timed.latencies_ms),
-                                  "errors": len(timed.errors)}
+                    timed = bench_http.round_trips(
+                        pool,
+                        make,
+                        queries.search,
+                        warmup=min(opts.warmup, len(queries.search)),
+                        budget_s=opts.path_budget_s,
+                        progress=update,
+                    )
+                measured[path] = {
+                    **percentiles(timed.latencies_ms),
+                    "n": len(timed.latencies_ms),
+                    "errors": len(timed.errors),
+                }
                 errors[path] = sorted(set(timed.errors))[:10]
         finally:
             pool.close()
         if with_load and opts.load_seconds > 0:
             log(f"  sustained load: {opts.load_users} users for {opts.load_seconds:.0f} s")
-            result = bench_http.load_run(base_url, claims=queries.claims, words=queries.words, users=opts.load_users,
-                                         seconds=opts.load_seconds, seed=opts.seed)
+            result = bench_http.load_run(
+                base_url,
+                claims=queries.claims,
+                words=queries.words,
+                users=opts.load_users,
+                seconds=opts.load_seconds,
+                seed=opts.seed,
+            )
             load = {
-                "requests": result.requests, "errors": result.errors, "rps": round(result.rps, 1),
-                "seconds": round(result.seconds, 1), "users": opts.load_users, "items": size,
+                "requests": result.requests,
+                "errors": result.errors,
+                "rps": round(result.rps, 1),
+                "seconds": round(result.seconds, 1),
+                "users": opts.load_users,
+                "items": size,
                 **percentiles([v for values in result.by_kind.values() for v in values]),
                 "by_kind": {k: {**percentiles(v), "n": len(v)} for k, v in sorted(result.by_kind.items())},
                 "error_kinds": result.error_kinds,
@@ -491,7 +593,11 @@ def ratios(sizes: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, fl
         for ours, base in PAIRS:
             if ours in paths and base in paths:
                 out[size][f"{ours}/{base}"] = {
-                    q: (round(paths[ours][f"{q}_ms"] / paths[base][f"{q}_ms"], 4) if paths[base][f"{q}_ms"] else None)
+                    q: (
+                        round(paths[ours][f"{q}_ms"] / paths[base][f"{q}_ms"], 4)
+                        if paths[base][f"{q}_ms"]
+                        else None
+                    )
                     for q in ("p50", "p95")
                 }
     return out
@@ -505,12 +611,15 @@ def growth(sizes: dict[str, dict[str, Any]]) -> dict[str, float | None]:
     small, large = sizes[keys[0]], sizes[keys[-1]]
     return {
         path: (round(large[path]["p50_ms"] / small[path]["p50_ms"], 2) if small[path]["p50_ms"] else None)
-        for path in PATHS if path in small and path in large
+        for path in PATHS
+        if path in small and path in large
     }
 
 
 def _summary_line(size: int, paths: dict[str, Any]) -> str:
-    return f"  {size}: " + ", ".join(f"{p} p50 {v['p50_ms']:.1f}/p95 {v['p95_ms']:.1f}" for p, v in paths.items())
+    return f"  {size}: " + ", ".join(
+        f"{p} p50 {v['p50_ms']:.1f}/p95 {v['p95_ms']:.1f}" for p, v in paths.items()
+    )
 
 
 def json_line(results: dict[str, Any]) -> str:

@@ -25,8 +25,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +47,37 @@ from search.services.vector import chunk_embedding_text
 GENERATOR_VERSION = 1
 CORPUS_FLAG = "bench_corpus"
 # Item dates are spread over the three years before this instant (not "now": the corpus is fixed).
-ANCHOR = datetime(2026, 1, 1, tzinfo=dt_timezone.utc)
+ANCHOR = datetime(2026, 1, 1, tzinfo=UTC)
 BATCH_ITEMS = 500
 HEADINGS = (
-    "Background", "Methods", "Results", "Discussion", "Conclusion", "Limitations", "Study design",
-    "Participants", "Statistical analysis", "Outcomes", "Findings", "Implications", "Key points",
-    "Evidence", "Mechanism", "Clinical relevance", "Summary",
+    "Background",
+    "Methods",
+    "Results",
+    "Discussion",
+    "Conclusion",
+    "Limitations",
+    "Study design",
+    "Participants",
+    "Statistical analysis",
+    "Outcomes",
+    "Findings",
+    "Implications",
+    "Key points",
+    "Evidence",
+    "Mechanism",
+    "Clinical relevance",
+    "Summary",
 )
-DOMAINS = ("biology", "medicine", "genetics", "immunology", "oncology", "neuroscience", "epidemiology",
-           "pharmacology")
+DOMAINS = (
+    "biology",
+    "medicine",
+    "genetics",
+    "immunology",
+    "oncology",
+    "neuroscience",
+    "epidemiology",
+    "pharmacology",
+)
 AUTHORS = ("A. Rivera", "B. Chen", "C. Okafor", "D. Haddad", "E. Laurent", "F. Novak", "")
 # Anonymous visitors read public items only; the rest exercise the access filter.
 VISIBILITY_WEIGHTS = (("public", 0.85), ("signed_in", 0.10), ("staff", 0.05))
@@ -96,8 +117,10 @@ SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(])")
 def text_pool_load(corpus_path: Path) -> TextPool:
     """Titles and sentences of a BEIR ``corpus.jsonl`` (SciFact), in file order."""
     if not corpus_path.exists():
-        raise SearchError(f"{corpus_path} is missing: pass --dataset with a BEIR folder holding corpus.jsonl "
-                          "(the SciFact copy lives in ../shared/datasets/scifact).")
+        raise SearchError(
+            f"{corpus_path} is missing: pass --dataset with a BEIR folder holding corpus.jsonl "
+            "(the SciFact copy lives in ../shared/datasets/scifact)."
+        )
     titles: list[str] = []
     sentences: list[str] = []
     with corpus_path.open(encoding="utf-8") as handle:
@@ -139,7 +162,9 @@ class FastHashEmbedder:
             out = []
             for feature in (folded, "s:" + analysis.stem(folded, "en")):
                 digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
-                out.append((int.from_bytes(digest[:4], "little") % self.dimensions, 1.0 if digest[4] & 1 else -1.0))
+                out.append(
+                    (int.from_bytes(digest[:4], "little") % self.dimensions, 1.0 if digest[4] & 1 else -1.0)
+                )
             found = self._features[folded] = tuple(out)
         return found
 
@@ -197,8 +222,11 @@ def item_generate(index: int, spec: CorpusSpec, pool: TextPool, embedder: FastHa
         parts.append(f"## {rng.choice(HEADINGS)}\n\n{_paragraph(rng, pool)}")
     body = "\n\n".join(parts)
     updated_at = ANCHOR - timedelta(seconds=rng.randint(0, 3 * 365 * 86400))
-    title_words = [t.folded for t in analysis.tokens(title)
-                   if len(t.folded) > 3 and t.folded not in analysis.all_stop_words()]
+    title_words = [
+        t.folded
+        for t in analysis.tokens(title)
+        if len(t.folded) > 3 and t.folded not in analysis.all_stop_words()
+    ]
     keywords = sorted(set(rng.sample(title_words, min(2, len(title_words))))) if title_words else []
     item = {
         "id": pk,
@@ -232,26 +260,29 @@ def item_generate(index: int, spec: CorpusSpec, pool: TextPool, embedder: FastHa
     }
     unsaved_item = ContentItem(language="en", ai_keywords=keywords, content_type=item["content_type"])
     chunks = []
-    specs = chunk_markdown(body, max_chars=settings.SEARCH["CHUNK_MAX_CHARS"],
-                           overlap=settings.SEARCH["CHUNK_OVERLAP_CHARS"])
+    specs = chunk_markdown(
+        body, max_chars=settings.SEARCH["CHUNK_MAX_CHARS"], overlap=settings.SEARCH["CHUNK_OVERLAP_CHARS"]
+    )
     for chunk_spec in specs:
         columns = indexing._chunk_columns(Chunk(text=chunk_spec.text), unsaved_item, title, "")
         vec = embedder.embed(chunk_embedding_text(title, chunk_spec.toc_path, chunk_spec.text))
-        chunks.append({
-            "revision_id": pk,
-            "item_id": pk,
-            "ordinal": chunk_spec.ordinal,
-            "toc_path": chunk_spec.toc_path[:1000],
-            "text": chunk_spec.text,
-            "char_start": chunk_spec.char_start,
-            "char_end": chunk_spec.char_end,
-            "in_live": True,
-            "in_latest": True,
-            **columns,
-            "indexed": True,
-            "embedding": "[" + ",".join(map(repr, vec)) + "]",
-            "embedding_model": embedder.name,
-        })
+        chunks.append(
+            {
+                "revision_id": pk,
+                "item_id": pk,
+                "ordinal": chunk_spec.ordinal,
+                "toc_path": chunk_spec.toc_path[:1000],
+                "text": chunk_spec.text,
+                "char_start": chunk_spec.char_start,
+                "char_end": chunk_spec.char_end,
+                "in_live": True,
+                "in_latest": True,
+                **columns,
+                "indexed": True,
+                "embedding": "[" + ",".join(map(repr, vec)) + "]",
+                "embedding_model": embedder.name,
+            }
+        )
     return GeneratedItem(item, revision, chunks)
 
 
@@ -302,8 +333,10 @@ class _CopyPlan:
             else:
                 value = f.get_default()
             if value is None and not f.null:
-                raise SearchError(f"bench cannot fill {model.__name__}.{f.name} (NOT NULL, no default): give it "
-                                  "a value in search/services/bench_corpus.py::item_generate.")
+                raise SearchError(
+                    f"bench cannot fill {model.__name__}.{f.name} (NOT NULL, no default): give it "
+                    "a value in search/services/bench_corpus.py::item_generate."
+                )
             self.columns.append(f.column)
             self.defaults.append(f.get_db_prep_save(value, connection))
 
@@ -319,7 +352,8 @@ def _secondary_indexes(tables: Sequence[str]) -> list[tuple[str, str]]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT i.indexname, i.indexdef FROM pg_indexes i WHERE i.schemaname = current_schema() "
-            "AND i.tablename = ANY(%s) AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname) "
+            "AND i.tablename = ANY(%s) "
+            "AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname) "
             "ORDER BY i.tablename, i.indexname",
             [list(tables)],
         )
@@ -331,8 +365,14 @@ def corpus_loaded(spec: CorpusSpec) -> bool:
     return bool(flag and flag.value.get("spec") == spec.fingerprint())
 
 
-def corpus_load(spec: CorpusSpec, pool: TextPool, *, workers: int = 2, progress: Progress | None = None,
-                log: Callable[[str], None] | None = None) -> LoadReport:
+def corpus_load(
+    spec: CorpusSpec,
+    pool: TextPool,
+    *,
+    workers: int = 2,
+    progress: Progress | None = None,
+    log: Callable[[str], None] | None = None,
+) -> LoadReport:
     """Fill the (empty, migrated) current database with the corpus of ``spec`` and build the index.
 
     Precondition: the default connection points at a scratch database (``scratch_db``). Returns
@@ -379,7 +419,9 @@ def corpus_load(spec: CorpusSpec, pool: TextPool, *, workers: int = 2, progress:
     report.seconds["generate_copy"] = time.monotonic() - generated_started
     with connection.cursor() as cursor:
         for table in (ContentItem._meta.db_table, Revision._meta.db_table):
-            cursor.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
+            cursor.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))"
+            )
         cursor.execute("SET maintenance_work_mem = '1GB'")
         started = time.monotonic()
         for name, definition in indexes:
@@ -404,11 +446,18 @@ def corpus_load(spec: CorpusSpec, pool: TextPool, *, workers: int = 2, progress:
     say(f"  HNSW index: {report.seconds['hnsw_index']:.1f} s")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
-    IndexState.objects.update_or_create(pk=1, defaults={"dirty": False, "dirty_since": None, "built_at": timezone.now(),
-                                                        "build_seconds": sum(report.seconds.values())})
+    IndexState.objects.update_or_create(
+        pk=1,
+        defaults={
+            "dirty": False,
+            "dirty_since": None,
+            "built_at": timezone.now(),
+            "build_seconds": sum(report.seconds.values()),
+        },
+    )
     SystemFlag.objects.update_or_create(
-        key=CORPUS_FLAG, defaults={"value": {"spec": spec.fingerprint(), "chunks": report.chunks,
-                                             "seconds": report.seconds}}
+        key=CORPUS_FLAG,
+        defaults={"value": {"spec": spec.fingerprint(), "chunks": report.chunks, "seconds": report.seconds}},
     )
     return report
 
@@ -417,6 +466,9 @@ def corpus_counts() -> LoadReport:
     """Counts of the corpus already in the current database (a kept bench database being reused)."""
     flag = SystemFlag.objects.filter(key=CORPUS_FLAG).first()
     return LoadReport(
-        items=ContentItem.objects.count(), revisions=Revision.objects.count(), chunks=Chunk.objects.count(),
-        reused=True, seconds=dict((flag.value.get("seconds") if flag else None) or {}),
+        items=ContentItem.objects.count(),
+        revisions=Revision.objects.count(),
+        chunks=Chunk.objects.count(),
+        reused=True,
+        seconds=dict((flag.value.get("seconds") if flag else None) or {}),
     )

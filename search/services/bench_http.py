@@ -69,16 +69,32 @@ def web_server(*, database_url: str, workers: int = 2, startup_timeout: float = 
         "PROMETHEUS_MULTIPROC_DIR": metrics_dir,
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-         "--workers", str(workers), "--log-level", "warning"],
-        cwd=settings.BASE_DIR, env=env, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "config.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--log-level",
+            "warning",
+        ],
+        cwd=settings.BASE_DIR,
+        env=env,
+        start_new_session=True,
     )
     base_url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + startup_timeout
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"uvicorn exited with {proc.returncode} before serving; run it by hand to see why")
+                raise RuntimeError(
+                    f"uvicorn exited with {proc.returncode} before serving; run it by hand to see why"
+                )
             try:
                 if httpx.get(base_url + "/admin/login/", timeout=2.0).status_code < 500:
                     break
@@ -131,8 +147,12 @@ def graphql_request(text: str) -> Request:
 
 
 def mcp_request(text: str, request_id: int = 1) -> Request:
-    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-            "params": {"name": "find", "arguments": {"query": text, "limit": 10}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "find", "arguments": {"query": text, "limit": 10}},
+    }
     return Request("POST", "/mcp", body, headers=MCP_HEADERS)
 
 
@@ -150,7 +170,9 @@ def response_problem(request: Request, response: httpx.Response) -> str | None:
             return "graphql: " + str(data["errors"][0].get("message", ""))[:120]
     elif request.path == "/mcp":
         text = response.text
-        if text.startswith("event:") or text.startswith("data:"):  # an SSE answer: the JSON is on the data line
+        if text.startswith("event:") or text.startswith(
+            "data:"
+        ):  # an SSE answer: the JSON is on the data line
             text = next((line[5:] for line in text.splitlines() if line.startswith("data:")), "{}")
         data = json.loads(text)
         if "error" in data:
@@ -174,7 +196,9 @@ class ClientPool:
 
     def __init__(self, base_url: str, *, addresses: int = 64, block: int = 10) -> None:
         self.clients = [
-            httpx.Client(base_url=base_url, timeout=60.0, transport=httpx.HTTPTransport(local_address=address))
+            httpx.Client(
+                base_url=base_url, timeout=60.0, transport=httpx.HTTPTransport(local_address=address)
+            )
             for address in client_addresses(addresses, block=block)
         ]
         self._next = itertools.cycle(self.clients)
@@ -183,8 +207,13 @@ class ClientPool:
         client = next(self._next)
         started = time.perf_counter()
         try:
-            response = client.request(request.method, request.path, json=request.body, params=request.params,
-                                      headers=request.headers)
+            response = client.request(
+                request.method,
+                request.path,
+                json=request.body,
+                params=request.params,
+                headers=request.headers,
+            )
             problem = response_problem(request, response)
         except httpx.HTTPError as exc:
             problem = f"{exc.__class__.__name__}"
@@ -195,11 +224,19 @@ class ClientPool:
             client.close()
 
 
-def round_trips(pool: ClientPool, make: Callable[[str], Request], texts: list[str], *, warmup: int,
-                budget_s: float = float("inf"), min_timed: int = 20,
-                progress: Callable[[int], None] | None = None) -> Timed:
+def round_trips(
+    pool: ClientPool,
+    make: Callable[[str], Request],
+    texts: list[str],
+    *,
+    warmup: int,
+    budget_s: float = float("inf"),
+    min_timed: int = 20,
+    progress: Callable[[int], None] | None = None,
+) -> Timed:
     """Sequential round trips (one request in flight), after ``warmup`` untimed ones; bounded like
-    ``bench.time_calls`` (warm-up by a quarter of ``budget_s``, timing by all of it, at least ``min_timed``)."""
+    ``bench.time_calls`` (warm-up by a quarter of ``budget_s``, timing by all of it, at least
+    ``min_timed``)."""
     started_all = time.monotonic()
     for text in texts[:warmup]:
         pool.send(make(text))
@@ -239,8 +276,17 @@ class LoadResult:
         return self.requests / self.seconds if self.seconds else 0.0
 
 
-async def _load(base_url: str, *, claims: list[str], words: list[str], users: int, seconds: float,
-                max_requests: int, seed: int, think_s: float) -> LoadResult:
+async def _load(
+    base_url: str,
+    *,
+    claims: list[str],
+    words: list[str],
+    users: int,
+    seconds: float,
+    max_requests: int,
+    seed: int,
+    think_s: float,
+) -> LoadResult:
     result = LoadResult()
     addresses = itertools.cycle(client_addresses(4000, block=20))
     deadline = time.monotonic() + seconds
@@ -251,8 +297,13 @@ async def _load(base_url: str, *, claims: list[str], words: list[str], users: in
     async def send(client: httpx.AsyncClient, kind: str, request: Request) -> None:
         started = time.perf_counter()
         try:
-            response = await client.request(request.method, request.path, json=request.body, params=request.params,
-                                            headers=request.headers)
+            response = await client.request(
+                request.method,
+                request.path,
+                json=request.body,
+                params=request.params,
+                headers=request.headers,
+            )
             problem = response_problem(request, response)
         except httpx.HTTPError as exc:
             problem = exc.__class__.__name__
@@ -296,10 +347,29 @@ async def _load(base_url: str, *, claims: list[str], words: list[str], users: in
     return result
 
 
-def load_run(base_url: str, *, claims: list[str], words: list[str], users: int = 16, seconds: float = 60.0,
-             max_requests: int = 50_000, seed: int = 42, think_s: float = 0.1) -> LoadResult:
+def load_run(
+    base_url: str,
+    *,
+    claims: list[str],
+    words: list[str],
+    users: int = 16,
+    seconds: float = 60.0,
+    max_requests: int = 50_000,
+    seed: int = 42,
+    think_s: float = 0.1,
+) -> LoadResult:
     """Closed-loop mixed traffic from ``users`` concurrent simulated users for ``seconds`` (or until
     ``max_requests``). Every session (one typed query, one search, one agent call) comes from a fresh
     loopback address on a fresh connection."""
-    return asyncio.run(_load(base_url, claims=claims, words=words, users=users, seconds=seconds,
-                             max_requests=max_requests, seed=seed, think_s=think_s))
+    return asyncio.run(
+        _load(
+            base_url,
+            claims=claims,
+            words=words,
+            users=users,
+            seconds=seconds,
+            max_requests=max_requests,
+            seed=seed,
+            think_s=think_s,
+        )
+    )

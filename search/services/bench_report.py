@@ -30,8 +30,10 @@ def summary_table(results: dict[str, Any]) -> str:
         lines.append(row)
     load = results.get("load")
     if load:
-        lines.append(f"load: {load['requests']} requests, {load['errors']} errors, {load['rps']} req/s, "
-                     f"p50 {load['p50_ms']:.1f} / p95 {load['p95_ms']:.1f} / p99 {load['p99_ms']:.1f} ms")
+        lines.append(
+            f"load: {load['requests']} requests, {load['errors']} errors, {load['rps']} req/s, "
+            f"p50 {load['p50_ms']:.1f} / p95 {load['p95_ms']:.1f} / p99 {load['p99_ms']:.1f} ms"
+        )
     return "\n".join(lines)
 
 
@@ -54,26 +56,57 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     ratio = results.get("ratios", {}).get(at, {})
     if "preview/baseline_ilike" in ratio:
         r = ratio["preview/baseline_ilike"]["p50"]
-        out.append((f"Preview ≥ 10× faster than ILIKE (p50){note}", f"{1 / r:.1f}×" if r else "–",
-                    bool(r is not None and r <= 0.1)))
+        out.append(
+            (
+                f"Preview ≥ 10× faster than ILIKE (p50){note}",
+                f"{1 / r:.1f}×" if r else "–",
+                bool(r is not None and r <= 0.1),
+            )
+        )
     if "hybrid" in paths:
-        out.append((f"Hybrid retrieve() p50 ≤ 40 ms{note}", f"{paths['hybrid']['p50_ms']:.1f} ms",
-                    paths["hybrid"]["p50_ms"] <= 40))
-        out.append((f"Hybrid retrieve() p99 ≤ 150 ms{note}", f"{paths['hybrid']['p99_ms']:.1f} ms",
-                    paths["hybrid"]["p99_ms"] <= 150))
+        out.append(
+            (
+                f"Hybrid retrieve() p50 ≤ 40 ms{note}",
+                f"{paths['hybrid']['p50_ms']:.1f} ms",
+                paths["hybrid"]["p50_ms"] <= 40,
+            )
+        )
+        out.append(
+            (
+                f"Hybrid retrieve() p99 ≤ 150 ms{note}",
+                f"{paths['hybrid']['p99_ms']:.1f} ms",
+                paths["hybrid"]["p99_ms"] <= 150,
+            )
+        )
     if "lexical/baseline_ts_rank" in ratio:
         r = ratio["lexical/baseline_ts_rank"]["p50"]
-        out.append((f"Lexical lane ≥ 10× faster than ts_rank OR (p50){note}", f"{1 / r:.1f}×" if r else "–",
-                    bool(r is not None and r <= 0.1)))
+        out.append(
+            (
+                f"Lexical lane ≥ 10× faster than ts_rank OR (p50){note}",
+                f"{1 / r:.1f}×" if r else "–",
+                bool(r is not None and r <= 0.1),
+            )
+        )
     grow = results.get("growth_p50") or {}
     if grow:
         for path in PATHS:
             if path in grow and grow[path] is not None and not path.startswith("baseline_"):
-                out.append((f"10× items ≤ 2× p50: {path} ({sizes[0]}→{sizes[-1]})", f"{grow[path]:.2f}×",
-                            grow[path] <= 2))
+                out.append(
+                    (
+                        f"10× items ≤ 2× p50: {path} ({sizes[0]}→{sizes[-1]})",
+                        f"{grow[path]:.2f}×",
+                        grow[path] <= 2,
+                    )
+                )
     load = results.get("load")
     if load:
-        out.append(("Sustained mixed load: zero errors", f"{load['errors']} of {load['requests']}", load["errors"] == 0))
+        out.append(
+            (
+                "Sustained mixed load: zero errors",
+                f"{load['errors']} of {load['requests']}",
+                load["errors"] == 0,
+            )
+        )
     return out
 
 
@@ -81,12 +114,14 @@ def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
     sizes = _sizes(results)
     m = results.get("machine", {})
     o = results.get("options", {})
+    loadavg = ", ".join(f"{x:.1f}" for x in m.get("loadavg_at_start", []))
     lines = [
         f"Machine: {m.get('nproc')} CPUs ({m.get('cpu')}), {m.get('memory_gb')} GB RAM, {m.get('postgres')}, "
-        f"Python {m.get('python')}; load average at start {', '.join(f'{x:.1f}' for x in m.get('loadavg_at_start', []))}; "
+        f"Python {m.get('python')}; load average at start {loadavg}; "
         f"commit {m.get('git_commit')}, {m.get('started_at')}.",
         "",
-        f"Corpus: {', '.join(sizes)} items, about {o.get('chunks_per_item')} chunks each, seed {o.get('seed')}; "
+        f"Corpus: {', '.join(sizes)} items, about {o.get('chunks_per_item')} chunks each, "
+        f"seed {o.get('seed')}; "
         f"vectors: {o.get('embedding')} (deterministic). Queries: {o.get('queries')} per path "
         f"({o.get('baseline_queries')} per baseline) after {o.get('warmup')} warm-up queries; lane depth "
         f"{o.get('lane_depth')}, hnsw.ef_search {o.get('hnsw_ef_search')}.",
@@ -102,24 +137,37 @@ def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
             v = results["sizes"][size].get(path)
             cells.append(f"{v['p50_ms']:.1f} / {v['p95_ms']:.1f} / {v['p99_ms']:.1f}" if v else "–")
         lines.append(f"| `{path}` | " + " | ".join(cells) + " |")
-    lines += ["", "### Ours vs baseline (same run, same queries)", "",
-              "| ours / baseline | items | ours p50 | baseline p50 | ratio p50 | ratio p95 | faster (p50) |",
-              "|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "### Ours vs baseline (same run, same queries)",
+        "",
+        "| ours / baseline | items | ours p50 | baseline p50 | ratio p50 | ratio p95 | faster (p50) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for size in sizes:
         paths = results["sizes"][size]
         for ours, base in PAIRS:
             if ours in paths and base in paths:
                 r = results["ratios"][size][f"{ours}/{base}"]
-                lines.append(f"| `{ours}` / `{base}` | {size} | {paths[ours]['p50_ms']:.1f} | "
-                             f"{paths[base]['p50_ms']:.1f} | {_fmt(r['p50'], 3)} | {_fmt(r['p95'], 3)} | "
-                             f"{_fmt(1 / r['p50'] if r['p50'] else None)}× |")
+                lines.append(
+                    f"| `{ours}` / `{base}` | {size} | {paths[ours]['p50_ms']:.1f} | "
+                    f"{paths[base]['p50_ms']:.1f} | {_fmt(r['p50'], 3)} | {_fmt(r['p95'], 3)} | "
+                    f"{_fmt(1 / r['p50'] if r['p50'] else None)}× |"
+                )
     grow = results.get("growth_p50") or {}
     if grow:
-        lines += ["", f"### Growth {sizes[0]} → {sizes[-1]} items (p50 ratio)", "",
-                  "| path | p50 small | p50 large | growth |", "|---|---|---|---|"]
+        lines += [
+            "",
+            f"### Growth {sizes[0]} → {sizes[-1]} items (p50 ratio)",
+            "",
+            "| path | p50 small | p50 large | growth |",
+            "|---|---|---|---|",
+        ]
         for path, g in grow.items():
-            lines.append(f"| `{path}` | {results['sizes'][sizes[0]][path]['p50_ms']:.1f} | "
-                         f"{results['sizes'][sizes[-1]][path]['p50_ms']:.1f} | {_fmt(g, 2)}× |")
+            lines.append(
+                f"| `{path}` | {results['sizes'][sizes[0]][path]['p50_ms']:.1f} | "
+                f"{results['sizes'][sizes[-1]][path]['p50_ms']:.1f} | {_fmt(g, 2)}× |"
+            )
     checks = targets(results)
     if checks:
         lines += ["", "### Targets", "", "| target | measured | met |", "|---|---|---|"]
@@ -127,37 +175,65 @@ def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
             lines.append(f"| {name} | {measured} | {'yes' if met else ('no' if met is False else '?')} |")
     load = results.get("load")
     if load:
-        lines += ["", f"### Sustained mixed load ({load['items']} items)", "",
-                  f"{load['users']} concurrent simulated users for {load['seconds']} s (typists on the preview, "
-                  f"then a search; API searches; GraphQL searches; MCP find): **{load['requests']} requests, "
-                  f"{load['errors']} errors, {load['rps']} req/s**; all requests p50 {load['p50_ms']:.1f} / "
-                  f"p95 {load['p95_ms']:.1f} / p99 {load['p99_ms']:.1f} ms.", "",
-                  "| kind | requests | p50 | p95 | p99 |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"### Sustained mixed load ({load['items']} items)",
+            "",
+            f"{load['users']} concurrent simulated users for {load['seconds']} s (typists on the preview, "
+            f"then a search; API searches; GraphQL searches; MCP find): **{load['requests']} requests, "
+            f"{load['errors']} errors, {load['rps']} req/s**; all requests p50 {load['p50_ms']:.1f} / "
+            f"p95 {load['p95_ms']:.1f} / p99 {load['p99_ms']:.1f} ms.",
+            "",
+            "| kind | requests | p50 | p95 | p99 |",
+            "|---|---|---|---|---|",
+        ]
         for kind, v in load["by_kind"].items():
             lines.append(f"| {kind} | {v['n']} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} | {v['p99_ms']:.1f} |")
         if load.get("error_kinds"):
             lines += ["", "Errors: " + "; ".join(f"{k} × {n}" for k, n in load["error_kinds"].items())]
-    lines += ["", "### Build (seconds)", "", "| items | chunks | " + "generate+COPY | secondary indexes | "
-              "VACUUM ANALYZE | term statistics | HNSW index | ts_rank baseline table |", "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "### Build (seconds)",
+        "",
+        "| items | chunks | " + "generate+COPY | secondary indexes | "
+        "VACUUM ANALYZE | term statistics | HNSW index | ts_rank baseline table |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for size in sizes:
         b = results["build"][size]
         s = b["seconds"]
         reused = " (kept database, times from its build)" if b.get("reused") else ""
-        lines.append(f"| {size}{reused} | {b['chunks']} | {_fmt(s.get('generate_copy'))} | "
-                     f"{_fmt(s.get('secondary_indexes'))} | {_fmt(s.get('vacuum_analyze'))} | "
-                     f"{_fmt(s.get('stats_refresh'))} | {_fmt(s.get('hnsw_index'))} | "
-                     f"{_fmt(b.get('baseline_ts_rank_table_s'))} |")
+        lines.append(
+            f"| {size}{reused} | {b['chunks']} | {_fmt(s.get('generate_copy'))} | "
+            f"{_fmt(s.get('secondary_indexes'))} | {_fmt(s.get('vacuum_analyze'))} | "
+            f"{_fmt(s.get('stats_refresh'))} | {_fmt(s.get('hnsw_index'))} | "
+            f"{_fmt(b.get('baseline_ts_rank_table_s'))} |"
+        )
     for plot in plots or []:
         lines += ["", f"![{plot}](bench/{plot})"]
     if sizes and results.get("explain", {}).get(sizes[-1]):
-        lines += ["", f"### Appendix: EXPLAIN ANALYZE at {sizes[-1]} items",
-                  "", "The slowest statement of each path for its median-latency query (results.json has every "
-                  "size)."]
+        lines += [
+            "",
+            f"### Appendix: EXPLAIN ANALYZE at {sizes[-1]} items",
+            "",
+            "The slowest statement of each path for its median-latency query (results.json has every size).",
+        ]
         for path, plans in results["explain"][sizes[-1]].items():
             for plan in plans:
-                lines += ["", f"#### `{path}` — {plan['query']!r} ({plan['ms']:.1f} ms when captured)", "",
-                          "```sql", plan["sql"], "```", "", f"Parameters: {', '.join(plan['params'])}", "",
-                          "```", plan["plan"], "```"]
+                lines += [
+                    "",
+                    f"#### `{path}` — {plan['query']!r} ({plan['ms']:.1f} ms when captured)",
+                    "",
+                    "```sql",
+                    plan["sql"],
+                    "```",
+                    "",
+                    f"Parameters: {', '.join(plan['params'])}",
+                    "",
+                    "```",
+                    plan["plan"],
+                    "```",
+                ]
     return "\n".join(lines) + "\n"
 
 
@@ -175,7 +251,12 @@ def _plots(results: dict[str, Any], out: Path) -> list[str]:
         paths = [p for p in PATHS if p in results["sizes"][size]]
         for k, q in enumerate(PERCENTILES):
             values = [results["sizes"][size][p][q] for p in paths]
-            ax.bar([i + (k - 1) * 0.27 for i in range(len(paths))], values, width=0.27, label=q.replace("_ms", ""))
+            ax.bar(
+                [i + (k - 1) * 0.27 for i in range(len(paths))],
+                values,
+                width=0.27,
+                label=q.replace("_ms", ""),
+            )
         ax.set_xticks(range(len(paths)), paths, rotation=25, ha="right", fontsize=8)
         ax.set_yscale("log")
         ax.set_ylabel("ms (log)")
@@ -216,8 +297,13 @@ def _plots(results: dict[str, Any], out: Path) -> list[str]:
         xs = [int(s) for s in sizes]
         for path in PATHS:
             if all(path in results["sizes"][s] for s in sizes):
-                ax.plot(xs, [results["sizes"][s][path]["p50_ms"] for s in sizes], marker="o", label=path,
-                        linestyle="--" if path.startswith("baseline_") else "-")
+                ax.plot(
+                    xs,
+                    [results["sizes"][s][path]["p50_ms"] for s in sizes],
+                    marker="o",
+                    label=path,
+                    linestyle="--" if path.startswith("baseline_") else "-",
+                )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("items (log)")
@@ -235,8 +321,12 @@ def _plots(results: dict[str, Any], out: Path) -> list[str]:
         fig, ax = plt.subplots(figsize=(8, 3.8))
         kinds = list(load["by_kind"])
         for k, q in enumerate(PERCENTILES):
-            ax.bar([i + (k - 1) * 0.27 for i in range(len(kinds))], [load["by_kind"][n][q] for n in kinds],
-                   width=0.27, label=q.replace("_ms", ""))
+            ax.bar(
+                [i + (k - 1) * 0.27 for i in range(len(kinds))],
+                [load["by_kind"][n][q] for n in kinds],
+                width=0.27,
+                label=q.replace("_ms", ""),
+            )
         ax.set_xticks(range(len(kinds)), [f"{n}\n({load['by_kind'][n]['n']})" for n in kinds], fontsize=8)
         ax.set_ylabel("ms")
         ax.set_title(f"Mixed load, {load['items']} items: {load['rps']} req/s, {load['errors']} errors")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from django.apps import apps
 from django.core.cache import cache
@@ -192,3 +193,68 @@ def suggestion_text(parsed: ParsedQuery, found: dict[str, list[Correction]]) -> 
         else:
             words.append(token.text)
     return " ".join(words) if replaced else None
+
+
+def readable_forms(
+    *, stems: list[str], surfaces: list[str], corpus: str, items_sql: tuple[str, list[Any]]
+) -> tuple[set[str], set[str]]:
+    """Which ``stems`` and ``surfaces`` occur in a chunk of an item this search may return.
+
+    The term statistics count every item, readable or not. "Did you mean" and typo tolerance must not
+    depend on them alone: suggesting a word, or declining to correct one, would tell the caller that it
+    exists in items they cannot read. ``items_sql`` is the search's own access-and-filters subquery.
+    """
+    stems, surfaces = sorted(set(stems)), sorted(set(surfaces))
+    if not stems and not surfaces:
+        return set(), set()
+    items_query, items_params = items_sql
+    column = "in_live" if corpus == "live" else "in_latest"
+
+    def probe(kind: str, field: str) -> str:
+        return (
+            f"SELECT '{kind}'::text, q.f FROM unnest(%s::text[]) AS q(f) WHERE EXISTS (SELECT 1 FROM search_chunk c "
+            f"WHERE c.{column} AND c.{field} ? q.f AND c.item_id IN ({items_query}))"
+        )
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            probe("stem", "tf_stem") + " UNION ALL " + probe("surface", "tf_surface"),
+            [stems, *items_params, surfaces, *items_params],
+        )
+        rows = cursor.fetchall()
+    return {f for kind, f in rows if kind == "stem"}, {f for kind, f in rows if kind == "surface"}
+
+
+def visible_df(
+    parsed: ParsedQuery, df: dict[tuple[str, str], int], *, corpus: str, items_sql: tuple[str, list[Any]]
+) -> dict[tuple[str, str], int]:
+    """``df`` with the query's stems and surfaces that no readable chunk holds set to 0 (for expansion only:
+    ranking keeps the corpus-wide statistics)."""
+    candidates = [t for t in parsed.terms if len(t.folded) >= SUGGEST_MIN_CHARS]
+    stems = [s for t in candidates for s in t.stems if df.get(("stem", s))]
+    surfaces = [s for t in candidates for s in t.surfaces if df.get(("surface", s))]
+    if not stems and not surfaces:
+        return df
+    readable_stems, readable_surfaces = readable_forms(
+        stems=stems, surfaces=surfaces, corpus=corpus, items_sql=items_sql
+    )
+    visible = dict(df)
+    for s in stems:
+        if s not in readable_stems:
+            visible[("stem", s)] = 0
+    for s in surfaces:
+        if s not in readable_surfaces:
+            visible[("surface", s)] = 0
+    return visible
+
+
+def readable_corrections(
+    found: dict[str, list[Correction]], *, corpus: str, items_sql: tuple[str, list[Any]]
+) -> dict[str, list[Correction]]:
+    """``found`` without corrections to words that only unreadable items hold."""
+    terms = [c.term for items in found.values() for c in items]
+    if not terms:
+        return found
+    _, readable = readable_forms(stems=[], surfaces=terms, corpus=corpus, items_sql=items_sql)
+    kept = {word: [c for c in items if c.term in readable] for word, items in found.items()}
+    return {word: items for word, items in kept.items() if items}

@@ -16,17 +16,26 @@ from hypothesis import strategies as st
 
 # How many generated inputs each surface gets (the issue asks for at least 10,000 in CI).
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "10000"))
+# Inputs per Hypothesis example. Hypothesis spends a few milliseconds on each example whatever its size;
+# ten inputs per example cut the generation cost per input about tenfold (measured: 8.7 ms -> 1.0 ms).
+FUZZ_BATCH = int(os.environ.get("FUZZ_BATCH", "10"))
 
 
-def fuzz_settings(max_examples: int = FUZZ_EXAMPLES) -> Any:
-    """No deadline (a search may take tens of ms under load), no example database, reproducible by default.
+def batches(*strategies: st.SearchStrategy[Any]) -> st.SearchStrategy[list[tuple[Any, ...]]]:
+    """``FUZZ_BATCH`` input tuples per example (a failing batch still shrinks to minimal values)."""
+    return st.lists(st.tuples(*strategies), min_size=FUZZ_BATCH, max_size=FUZZ_BATCH)
+
+
+def fuzz_settings(inputs: int = FUZZ_EXAMPLES) -> Any:
+    """Enough batches for ``inputs`` inputs; no deadline (a search may take tens of ms under load), no
+    example database, reproducible by default.
 
     ``FUZZ_SEED=<n>`` explores another part of the input space; without it the run is derandomized so
     that CI is stable (a failure prints the exact input).
     """
     fuzz_seed = os.environ.get("FUZZ_SEED")
     config = settings(
-        max_examples=max_examples,
+        max_examples=max(1, -(-inputs // FUZZ_BATCH)),
         deadline=None,
         database=None,
         derandomize=fuzz_seed is None,

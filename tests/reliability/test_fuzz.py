@@ -38,6 +38,8 @@ from tests.reliability.figures import record
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("unlimited")]
 
 TARGET = s.FUZZ_EXAMPLES
+# Whole JSON-RPC bodies through the /mcp view (the tool arguments above get the full TARGET).
+HTTP_TARGET = max(100, TARGET // 10)
 # Hypothesis may skip a duplicate input; the count actually sent must still be near the target.
 MIN_SENT = int(TARGET * 0.95)
 
@@ -84,16 +86,17 @@ def test_preview_endpoint_answers_every_input_clearly() -> None:
     started = time.perf_counter()
 
     @s.fuzz_settings()
-    @given(query_string=raw_query_strings, method=st.sampled_from(["GET"] * 12 + ["POST", "HEAD", "PUT"]))
-    def check(query_string: str, method: str) -> None:
-        # when
-        response = client.generic(method, "/api/search/preview", QUERY_STRING=query_string)
-        # then
-        status = assert_clear_answer(response, context=f"{method} ?{query_string[:200]}")
-        if status == 200 and method == "GET":
-            data = json.loads(response.content)
-            assert set(data) == {"results", "count"} and data["count"] == len(data["results"]) <= 20
-        statuses[status] += 1
+    @given(batch=s.batches(raw_query_strings, st.sampled_from(["GET"] * 12 + ["POST", "HEAD", "PUT"])))
+    def check(batch: list[tuple[str, str]]) -> None:
+        for query_string, method in batch:
+            # when
+            response = client.generic(method, "/api/search/preview", QUERY_STRING=query_string)
+            # then
+            status = assert_clear_answer(response, context=f"{method} ?{query_string[:200]}")
+            if status == 200 and method == "GET":
+                data = json.loads(response.content)
+                assert set(data) == {"results", "count"} and data["count"] == len(data["results"]) <= 20
+            statuses[status] += 1
 
     check()
     assert sum(statuses.values()) >= MIN_SENT
@@ -134,23 +137,24 @@ def test_search_api_answers_every_input_clearly() -> None:
     statuses: Counter[int] = Counter()
     started = time.perf_counter()
 
-    @s.fuzz_settings()
-    @given(
-        body=search_bodies,
-        content_type=st.sampled_from(
-            ["application/json"] * 12 + ["application/json; charset=utf-8", "text/plain", "multipart/form-data; "
-             "boundary=x", "application/x-www-form-urlencoded"]
-        ),
+    content_types = st.sampled_from(
+        ["application/json"] * 12
+        + ["application/json; charset=utf-8", "text/plain", "multipart/form-data; boundary=x",
+           "application/x-www-form-urlencoded"]
     )
-    def check(body: str | bytes, content_type: str) -> None:
-        # when
-        response = client.post("/api/search", data=body, content_type=content_type)
-        # then
-        status = assert_clear_answer(response, context=f"POST /api/search {str(body)[:300]!r}")
-        if status == 200:
-            data = json.loads(response.content)
-            assert isinstance(data["results"], list) and data["count"] >= len(data["results"])
-        statuses[status] += 1
+
+    @s.fuzz_settings()
+    @given(batch=s.batches(search_bodies, content_types))
+    def check(batch: list[tuple[str | bytes, str]]) -> None:
+        for body, content_type in batch:
+            # when
+            response = client.post("/api/search", data=body, content_type=content_type)
+            # then
+            status = assert_clear_answer(response, context=f"POST /api/search {str(body)[:300]!r}")
+            if status == 200:
+                data = json.loads(response.content)
+                assert isinstance(data["results"], list) and data["count"] >= len(data["results"])
+            statuses[status] += 1
 
     check()
     assert sum(statuses.values()) >= MIN_SENT
@@ -268,14 +272,7 @@ def test_graphql_answers_every_input_clearly() -> None:
     statuses: Counter[str] = Counter()
     started = time.perf_counter()
 
-    @s.fuzz_settings()
-    @given(
-        body=graphql_bodies,
-        who=st.sampled_from(sorted(clients)),
-        method=st.sampled_from(["POST"] * 10 + ["GET", "PUT"]),
-        content_type=st.sampled_from(["application/json"] * 10 + ["application/graphql", "text/plain"]),
-    )
-    def check(body: str | bytes, who: str, method: str, content_type: str) -> None:
+    def one(body: str | bytes, who: str, method: str, content_type: str) -> None:
         client = clients[who]
         context = f"{who} {method} /graphql {str(body)[:300]!r}"
         # when
@@ -295,6 +292,17 @@ def test_graphql_answers_every_input_clearly() -> None:
         else:
             kind = "not_allowed"
         statuses[f"{status} {kind}"] += 1
+
+    @s.fuzz_settings()
+    @given(batch=s.batches(
+        graphql_bodies,
+        st.sampled_from(sorted(clients)),
+        st.sampled_from(["POST"] * 10 + ["GET", "PUT"]),
+        st.sampled_from(["application/json"] * 10 + ["application/graphql", "text/plain"]),
+    ))
+    def check(batch: list[tuple[Any, ...]]) -> None:
+        for args in batch:
+            one(*args)
 
     check()
     assert sum(statuses.values()) >= MIN_SENT
@@ -375,9 +383,7 @@ def test_mcp_tool_arguments_answer_every_input_clearly() -> None:
             if principal is not None:
                 self.kb_principal = principal
 
-    @s.fuzz_settings()
-    @given(call=tool_calls(), who=st.sampled_from(sorted(principals)))
-    def check(call: tuple[str, dict[str, Any]], who: str) -> None:
+    def one(call: tuple[str, dict[str, Any]], who: str) -> None:
         name, arguments = call
         token = django_request_ctx.set(_Request(principals[who]))
         # when
@@ -396,6 +402,12 @@ def test_mcp_tool_arguments_answer_every_input_clearly() -> None:
             spec = next(spec for spec in TOOLS if spec.name == name)
             spec.result_model.model_validate(result.structuredContent)
         outcomes[f"{name if name in TOOL_FIELDS else 'unknown_tool'} {'error' if result.isError else 'ok'}"] += 1
+
+    @s.fuzz_settings()
+    @given(batch=s.batches(tool_calls(), st.sampled_from(sorted(principals))))
+    def check(batch: list[tuple[Any, ...]]) -> None:
+        for args in batch:
+            one(*args)
 
     check()
     assert sum(outcomes.values()) >= MIN_SENT
@@ -431,14 +443,7 @@ def test_mcp_endpoint_answers_every_body_clearly() -> None:
     statuses: Counter[int] = Counter()
     started = time.perf_counter()
 
-    @s.fuzz_settings(max_examples=max(100, TARGET // 10))
-    @given(
-        body=jsonrpc_bodies,
-        accept=st.sampled_from(["application/json, text/event-stream"] * 5 + ["text/html", ""]),
-        authorization=st.one_of(st.none(), st.none(), st.none(), st.sampled_from(["Bearer x", "Basic eA==", "Bearer kb_0000000a_" + "x" * 40]),
-                                s.short_text.filter(lambda v: "\n" not in v and "\r" not in v)),
-    )
-    def check(body: str | bytes, accept: str, authorization: str | None) -> None:
+    def one(body: str | bytes, accept: str, authorization: str | None) -> None:
         headers = {"Accept": accept}
         if authorization is not None:
             headers["Authorization"] = authorization.encode("utf-8", "surrogatepass").decode("latin-1")
@@ -447,8 +452,24 @@ def test_mcp_endpoint_answers_every_body_clearly() -> None:
         # then
         statuses[assert_clear_answer(response, context=f"POST /mcp {str(body)[:300]!r}", json_errors=False)] += 1
 
+    authorizations = st.one_of(
+        st.none(), st.none(), st.none(),
+        st.sampled_from(["Bearer x", "Basic eA==", "Bearer kb_0000000a_" + "x" * 40]),
+        s.short_text.filter(lambda v: "\n" not in v and "\r" not in v),
+    )
+
+    @s.fuzz_settings(inputs=HTTP_TARGET)
+    @given(batch=s.batches(
+        jsonrpc_bodies,
+        st.sampled_from(["application/json, text/event-stream"] * 5 + ["text/html", ""]),
+        authorizations,
+    ))
+    def check(batch: list[tuple[Any, ...]]) -> None:
+        for args in batch:
+            one(*args)
+
     check()
-    assert sum(statuses.values()) >= max(100, TARGET // 10) * 0.95
+    assert sum(statuses.values()) >= HTTP_TARGET * 0.95
     record("fuzz.mcp_http", _summary(statuses, started, endpoint="POST /mcp JSON-RPC bodies and headers"))
 
 
@@ -474,9 +495,7 @@ def test_kb_search_answers_every_input_clearly() -> None:
     outcomes: Counter[str] = Counter()
     started = time.perf_counter()
 
-    @s.fuzz_settings()
-    @given(query=s.query_text, options=kb_search_options, as_json=st.booleans())
-    def check(query: str, options: list[str], as_json: bool) -> None:
+    def one(query: str, options: list[str], as_json: bool) -> None:
         argv = [query, *options, *(["--json"] if as_json else [])]
         out, err = StringIO(), StringIO()
         # when
@@ -495,6 +514,12 @@ def test_kb_search_answers_every_input_clearly() -> None:
             data = json.loads(text)
             assert data["count"] >= len(data["results"])
         outcomes["answered"] += 1
+
+    @s.fuzz_settings()
+    @given(batch=s.batches(s.query_text, kb_search_options, st.booleans()))
+    def check(batch: list[tuple[Any, ...]]) -> None:
+        for args in batch:
+            one(*args)
 
     check()
     assert sum(outcomes.values()) >= MIN_SENT

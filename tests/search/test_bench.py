@@ -111,7 +111,9 @@ def test_scratch_database_refuses_other_names() -> None:
             pass
 
 
-def test_bulk_load_writes_what_the_real_import_and_build_write(dataset: Path, django_db_setup, django_db_blocker) -> None:
+def test_bulk_load_writes_what_the_real_import_and_build_write(
+    dataset: Path, django_db_setup, django_db_blocker
+) -> None:
     """The COPY path and the ORM path (item_save_revision + index_rebuild) give the same chunk rows."""
     from search.models import Chunk, ContentItem
     from search.services import content, indexing
@@ -119,8 +121,22 @@ def test_bulk_load_writes_what_the_real_import_and_build_write(dataset: Path, dj
     pool = bench_corpus.text_pool_load(dataset / "corpus.jsonl")
     spec = bench_corpus.CorpusSpec(items=3, chunks_per_item=4, seed=3)
     generated = bench_corpus.item_generate(0, spec, pool, bench_corpus.FastHashEmbedder(384))
-    fields = ("ordinal", "toc_path", "text", "char_start", "char_end", "tf_stem", "tf_surface", "body_len",
-              "title_len", "folded_text", "embedding_model", "in_live", "in_latest", "indexed")
+    fields = (
+        "ordinal",
+        "toc_path",
+        "text",
+        "char_start",
+        "char_end",
+        "tf_stem",
+        "tf_surface",
+        "body_len",
+        "title_len",
+        "folded_text",
+        "embedding_model",
+        "in_live",
+        "in_latest",
+        "indexed",
+    )
     with django_db_blocker.unblock(), override_settings(EMBEDDING_PROVIDER="hash"):
         test_db = connection.settings_dict["NAME"]
         with scratch_db.scratch_database(name="kb_bench_test_equal"):
@@ -129,18 +145,26 @@ def test_bulk_load_writes_what_the_real_import_and_build_write(dataset: Path, dj
             assert (report.items, report.revisions) == (3, 3)
             # and the same item written through the real services and built by the real build
             item = ContentItem.objects.create(
-                external_id="real-1", slug="real-1", language="en", content_type=generated.item["content_type"],
-                ai_keywords=generated.item["ai_keywords"], updated_at=generated.item["updated_at"],
+                external_id="real-1",
+                slug="real-1",
+                language="en",
+                content_type=generated.item["content_type"],
+                ai_keywords=generated.item["ai_keywords"],
+                updated_at=generated.item["updated_at"],
             )
-            content.item_save_revision(item=item, title=generated.revision["title"], body=generated.revision["body"],
-                                       publish=True)
+            content.item_save_revision(
+                item=item, title=generated.revision["title"], body=generated.revision["body"], publish=True
+            )
             indexing.index_rebuild()
             # when both are read back
             bulk = list(Chunk.objects.filter(item_id=1).order_by("ordinal"))
             real = list(Chunk.objects.filter(item=item).order_by("ordinal"))
             with connection.cursor() as cursor:
-                cursor.execute("SELECT item_id, lex_title::text, lex_meta::text FROM search_chunk "
-                               "WHERE item_id IN (1, %s) ORDER BY item_id, ordinal", [item.pk])
+                cursor.execute(
+                    "SELECT item_id, lex_title::text, lex_meta::text FROM search_chunk "
+                    "WHERE item_id IN (1, %s) ORDER BY item_id, ordinal",
+                    [item.pk],
+                )
                 vectors = cursor.fetchall()
             # then every search column, the vector and the statistics inputs are the same
             assert len(bulk) == len(real) == len(generated.chunks)
@@ -155,16 +179,37 @@ def test_bulk_load_writes_what_the_real_import_and_build_write(dataset: Path, dj
         assert not scratch_db.scratch_database_exists("kb_bench_test_equal")
 
 
-def test_bench_command_runs_end_to_end(dataset: Path, tmp_path: Path, django_db_setup, django_db_blocker) -> None:
+def test_bench_command_runs_end_to_end(
+    dataset: Path, tmp_path: Path, django_db_setup, django_db_blocker
+) -> None:
     # given a 200-item run with the web server and a short load run
     out = io.StringIO()
     err = io.StringIO()
     with django_db_blocker.unblock():
         test_db = connection.settings_dict["NAME"]
         # when
-        call_command("bench", "--items", "200", "--queries", "24", "--baseline-queries", "21", "--warmup", "2",
-                     "--load-seconds", "2", "--load-users", "3", "--dataset", str(dataset), "--out",
-                     str(tmp_path / "report"), "--json", stdout=out, stderr=err)
+        call_command(
+            "bench",
+            "--items",
+            "200",
+            "--queries",
+            "24",
+            "--baseline-queries",
+            "21",
+            "--warmup",
+            "2",
+            "--load-seconds",
+            "2",
+            "--load-users",
+            "3",
+            "--dataset",
+            str(dataset),
+            "--out",
+            str(tmp_path / "report"),
+            "--json",
+            stdout=out,
+            stderr=err,
+        )
         # then the default connection is back on the test database and the scratch one is gone
         assert connection.settings_dict["NAME"] == test_db
         with connection.cursor() as cursor:
@@ -176,7 +221,9 @@ def test_bench_command_runs_end_to_end(dataset: Path, tmp_path: Path, django_db_
     assert set(paths) == set(bench.PATHS)
     for path, numbers in paths.items():
         assert 0 < numbers["p50_ms"] <= numbers["p95_ms"] <= numbers["p99_ms"], path
-    assert paths["http_search"]["errors"] == paths["http_graphql"]["errors"] == paths["http_mcp"]["errors"] == 0
+    assert (
+        paths["http_search"]["errors"] == paths["http_graphql"]["errors"] == paths["http_mcp"]["errors"] == 0
+    )
     assert result["load"]["requests"] > 0
     assert result["load"]["errors"] == 0
     assert result["load"]["rps"] > 0

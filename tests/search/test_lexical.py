@@ -148,8 +148,9 @@ def test_search_reads_statistics_and_counts_nothing(django_assert_max_num_querie
         make_item(title=f"Item {i}", body=f"osprey nest {i}")
     build()
     lexical("nest")  # warm the synonym cache
-    # statistics + one scoring query + hit hydration; no COUNT over the corpus
-    with django_assert_max_num_queries(4) as captured:
+    # statistics + the readable-vocabulary probe (expansion.visible_df) + one scoring query + hit hydration;
+    # no COUNT over the corpus
+    with django_assert_max_num_queries(5) as captured:
         lexical("osprey")
     sql = " ".join(q["sql"] for q in captured.captured_queries).lower()
     assert "search_term_stats" in sql and "search_corpus_stats" in sql

@@ -15,29 +15,57 @@ DEFAULT_DATASET = Path(settings.BASE_DIR).parent / "shared" / "datasets" / "scif
 
 
 class Command(BaseCommand):
-    help = ("Latency of every search path at scale (live preview, lanes, hybrid, HTTP, GraphQL, MCP) beside naive "
-            "baselines, in a throwaway database built from SciFact text. See docs/benchmarks-scale.md.")
+    help = (
+        "Latency of every search path at scale (live preview, lanes, hybrid, HTTP, GraphQL, MCP) beside "
+        "naive baselines, in a throwaway database built from SciFact text. See docs/benchmarks-scale.md."
+    )
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--items", type=int, nargs="+", default=[10_000],
-                            help="corpus size(s) in items, e.g. --items 10000 100000 (growth is largest/smallest)")
+        parser.add_argument(
+            "--items",
+            type=int,
+            nargs="+",
+            default=[10_000],
+            help="corpus size(s) in items, e.g. --items 10000 100000 (growth is largest/smallest)",
+        )
         parser.add_argument("--chunks-per-item", type=int, default=5, help="about this many chunks per item")
         parser.add_argument("--seed", type=int, default=42)
-        parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET,
-                            help="BEIR folder with corpus.jsonl (text) and queries.jsonl (queries)")
+        parser.add_argument(
+            "--dataset",
+            type=Path,
+            default=DEFAULT_DATASET,
+            help="BEIR folder with corpus.jsonl (text) and queries.jsonl (queries)",
+        )
         parser.add_argument("--queries", type=int, default=300, help="timed queries per path")
         parser.add_argument("--baseline-queries", type=int, default=100, help="timed queries per baseline")
         parser.add_argument("--warmup", type=int, default=30, help="untimed queries before each path")
-        parser.add_argument("--path-budget", type=float, default=180.0,
-                            help="seconds of timing per path and size before it stops (at least 20 queries run)")
-        parser.add_argument("--no-http", action="store_true", help="skip the web server (HTTP paths, load run)")
-        parser.add_argument("--load-seconds", type=float, default=60.0, help="sustained-load run length (0 = skip)")
-        parser.add_argument("--load-users", type=int, default=16, help="concurrent simulated users in the load run")
+        parser.add_argument(
+            "--path-budget",
+            type=float,
+            default=180.0,
+            help="seconds of timing per path and size before it stops (at least 20 queries run)",
+        )
+        parser.add_argument(
+            "--no-http", action="store_true", help="skip the web server (HTTP paths, load run)"
+        )
+        parser.add_argument(
+            "--load-seconds", type=float, default=60.0, help="sustained-load run length (0 = skip)"
+        )
+        parser.add_argument(
+            "--load-users", type=int, default=16, help="concurrent simulated users in the load run"
+        )
         parser.add_argument("--workers", type=int, default=2, help="processes generating the corpus")
-        parser.add_argument("--keep-db", action="store_true",
-                            help="keep each size's database (kb_bench_<items>_<k>_<seed>) and reuse it next time")
-        parser.add_argument("--out", type=Path, default=None,
-                            help="write results.json, results.md and PNG plots to this folder (e.g. docs/bench)")
+        parser.add_argument(
+            "--keep-db",
+            action="store_true",
+            help="keep each size's database (kb_bench_<items>_<k>_<seed>) and reuse it next time",
+        )
+        parser.add_argument(
+            "--out",
+            type=Path,
+            default=None,
+            help="write results.json, results.md and PNG plots to this folder (e.g. docs/bench)",
+        )
         parser.add_argument("--json", action="store_true", help="last line of output: one JSON object")
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -45,11 +73,19 @@ class Command(BaseCommand):
         if any(n < 10 for n in sizes) or opts["chunks_per_item"] < 1 or opts["queries"] < 1:
             raise CommandError("--items must be at least 10, --chunks-per-item and --queries at least 1.")
         options = bench.BenchOptions(
-            sizes=sizes, dataset=opts["dataset"], chunks_per_item=opts["chunks_per_item"], seed=opts["seed"],
-            queries=opts["queries"], baseline_queries=max(1, opts["baseline_queries"]), warmup=max(0, opts["warmup"]),
+            sizes=sizes,
+            dataset=opts["dataset"],
+            chunks_per_item=opts["chunks_per_item"],
+            seed=opts["seed"],
+            queries=opts["queries"],
+            baseline_queries=max(1, opts["baseline_queries"]),
+            warmup=max(0, opts["warmup"]),
             path_budget_s=max(1.0, opts["path_budget"]),
-            http=not opts["no_http"], load_seconds=max(0.0, opts["load_seconds"]), load_users=max(1, opts["load_users"]),
-            workers=max(1, opts["workers"]), keep_db=opts["keep_db"],
+            http=not opts["no_http"],
+            load_seconds=max(0.0, opts["load_seconds"]),
+            load_users=max(1, opts["load_users"]),
+            workers=max(1, opts["workers"]),
+            keep_db=opts["keep_db"],
         )
 
         def progress(*, total: int | None, desc: str) -> Any:

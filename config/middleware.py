@@ -1,0 +1,131 @@
+"""Answer 503 Service Unavailable, not 500, while PostgreSQL cannot be reached.
+
+A restart, failover or network cut surfaces as ``OperationalError`` (cannot connect, connection lost)
+or ``InterfaceError`` (a connection closed under us). That is an outage, not a bug: the caller should
+retry shortly, so each surface gets a 503 with ``Retry-After`` in its own error shape. The broken
+connection is closed so the next request reconnects (``CONN_HEALTH_CHECKS`` checks reused ones).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.db import InterfaceError, OperationalError, connections
+from django.http import HttpRequest, HttpResponse
+
+logger = logging.getLogger(__name__)
+
+RETRY_AFTER_S = 5
+MESSAGE = "The knowledge base is briefly unavailable (database unreachable). Retry in a few seconds."
+
+
+def unavailable_response(request: HttpRequest) -> HttpResponse:
+    """A 503 in the shape of the surface the request came to."""
+    path = request.path
+    if path.startswith("/graphql"):
+        body = {"errors": [{"message": MESSAGE, "extensions": {"code": "SERVICE_UNAVAILABLE"}}]}
+    elif path.startswith("/mcp"):
+        body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": MESSAGE}}
+    elif path.startswith("/api/") or "application/json" in request.headers.get("Accept", ""):
+        body = {"error": {"code": "unavailable", "message": MESSAGE, "retry_after": RETRY_AFTER_S}}
+    else:
+        html = (
+            "<!doctype html><html lang=en><meta charset=utf-8><title>Briefly unavailable</title>"
+            f"<h1>Briefly unavailable</h1><p>{MESSAGE}</p></html>"
+        )
+        response = HttpResponse(html, status=503, content_type="text/html; charset=utf-8")
+        response["Retry-After"] = str(RETRY_AFTER_S)
+        return response
+    response = HttpResponse(json.dumps(body), status=503, content_type="application/json")
+    response["Retry-After"] = str(RETRY_AFTER_S)
+    return response
+
+
+class DatabaseUnavailableMiddleware:
+    """Turns a view's ``OperationalError`` / ``InterfaceError`` into a 503 (see the module docstring)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, OperationalError | InterfaceError):
+            return None
+        logger.warning("database unavailable on %s %s (%s): answering 503", request.method, request.path,
+                       str(exception).strip().splitlines()[0] if str(exception).strip() else type(exception).__name__)
+        for conn in connections.all(initialized_only=True):
+            if not conn.in_atomic_block:  # never close a connection holding a transaction (tests)
+                conn.close_if_unusable_or_obsolete()
+        return unavailable_response(request)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """``handler500``: a database outage raised outside a view (e.g. in a middleware) is a 503 too."""
+    import sys
+
+    from django.views.defaults import server_error as default_server_error
+
+    if isinstance(sys.exc_info()[1], OperationalError | InterfaceError):
+        return unavailable_response(request)
+    return default_server_error(request)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class BoundedRequestBody:
+    """ASGI wrapper: refuse with 413 a request body larger than ``max_bytes``, with or without Content-Length.
+
+    Django reads an ASGI request's whole body before the view runs, and ``DATA_UPLOAD_MAX_MEMORY_SIZE``
+    only checks a declared Content-Length; a chunked upload would otherwise be spooled to disk whatever
+    its size.
+    """
+
+    def __init__(self, app: Any, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        received = 0
+        started = False
+
+        async def bounded_receive() -> dict[str, Any]:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise _BodyTooLarge
+            return message
+
+        async def tracking_send(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, bounded_receive, tracking_send)
+        except _BodyTooLarge:
+            if not started:
+                await self._refuse(send)
+
+    async def _refuse(self, send: Any) -> None:
+        body = json.dumps({"error": {"code": "too_large", "message":
+                                     f"The request body is larger than {self.max_bytes} bytes."}}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
