@@ -34,7 +34,7 @@ def test_a_search_answers_results_count_facets_and_paging(client: Client, corpus
     # then
     assert response.status_code == 200
     data = response.json()
-    assert set(data) == {"results", "count", "facets", "partial_match", "degraded", "next_cursor"}
+    assert set(data) == {"results", "count", "facets", "partial_match", "degraded", "next_cursor", "suggestion"}
     assert data["count"] >= 1
     first = data["results"][0]
     assert first["title"] == "Pricing policy 2025"

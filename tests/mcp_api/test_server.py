@@ -23,6 +23,7 @@ FIND_RESULT_KEYS = {
     "partial_match",
     "degraded",
     "next_cursor",
+    "suggestion",
 }
 HIT_KEYS = {
     "match_id",
