@@ -50,8 +50,12 @@ class FailSafeRedisCache(RedisCache):
             first = not self._skipping()
             self._skip_until[self._key_location] = time.monotonic() + SKIP_AFTER_FAILURE_S
         if first:
-            logger.warning("cache unavailable (%s: %s): serving without it for %.0f s",
-                           type(exc).__name__, exc, SKIP_AFTER_FAILURE_S)
+            logger.warning(
+                "cache unavailable (%s: %s): serving without it for %.0f s",
+                type(exc).__name__,
+                exc,
+                SKIP_AFTER_FAILURE_S,
+            )
 
     def _safe(self, call: Callable[[], T], default: T) -> T:
         if self._skipping():
@@ -93,7 +97,9 @@ class FailSafeRedisCache(RedisCache):
         return self._safe(lambda: super(FailSafeRedisCache, self).has_key(key, version), False)
 
     def set_many(self, data: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None) -> list[Any]:
-        return self._safe(lambda: super(FailSafeRedisCache, self).set_many(data, timeout, version), list(data))
+        return self._safe(
+            lambda: super(FailSafeRedisCache, self).set_many(data, timeout, version), list(data)
+        )
 
     def delete_many(self, keys: Any, version: Any = None) -> None:
         self._safe(lambda: super(FailSafeRedisCache, self).delete_many(keys, version), None)

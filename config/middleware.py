@@ -56,8 +56,12 @@ class DatabaseUnavailableMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not isinstance(exception, OperationalError | InterfaceError):
             return None
-        logger.warning("database unavailable on %s %s (%s): answering 503", request.method, request.path,
-                       str(exception).strip().splitlines()[0] if str(exception).strip() else type(exception).__name__)
+        logger.warning(
+            "database unavailable on %s %s (%s): answering 503",
+            request.method,
+            request.path,
+            str(exception).strip().splitlines()[0] if str(exception).strip() else type(exception).__name__,
+        )
         for conn in connections.all(initialized_only=True):
             if not conn.in_atomic_block:  # never close a connection holding a transaction (tests)
                 conn.close_if_unusable_or_obsolete()
@@ -123,9 +127,23 @@ class BoundedRequestBody:
                 await self._refuse(send)
 
     async def _refuse(self, send: Any) -> None:
-        body = json.dumps({"error": {"code": "too_large", "message":
-                                     f"The request body is larger than {self.max_bytes} bytes."}}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
+        body = json.dumps(
+            {
+                "error": {
+                    "code": "too_large",
+                    "message": f"The request body is larger than {self.max_bytes} bytes.",
+                }
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

@@ -119,6 +119,11 @@ class ProtectedGraphQLView(GraphQLView):
             if not isinstance(data, dict):
                 raise HttpError(HttpResponse(status=400), "The body must be a JSON object with a query.")
             return data
+        if self.get_content_type(request) == "application/graphql":
+            try:
+                return {"query": request.body.decode("utf-8")}
+            except UnicodeDecodeError:
+                raise HttpError(HttpResponse(status=400), "The body is not valid UTF-8 text.") from None
         return super().parse_body(request)
 
     @staticmethod

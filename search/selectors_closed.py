@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connection
 
 from search import query_parser
@@ -69,7 +70,10 @@ def closed_placeholders(
         .order_by()
         .values("id")
     )
-    items_sql, items_params = candidates.query.sql_with_params()
+    try:
+        items_sql, items_params = candidates.query.sql_with_params()
+    except EmptyResultSet:  # the filters can match nothing (e.g. an id past the column's range)
+        return []
     with connection.cursor() as cursor:
         cursor.execute(
             f"""

@@ -8,7 +8,7 @@ For each corpus size, in its own scratch database (``scratch_db``; never the use
    an exact vector scan that cannot use the HNSW index;
 3. EXPLAIN ANALYZE the slowest statement of each path (captured with ``connection.execute_wrapper``);
 4. start the real ASGI app (uvicorn) on the database and time round trips of ``POST /api/search``,
-   GraphQL ``search`` and MCP ``find``; at the largest size, a sustained mixed-load run.
+   GraphQL ``search`` and MCP ``find``, then a sustained mixed-load run (``load`` is the largest size's).
 
 Everything runs as an anonymous visitor (public, published items; the access filter is in every path).
 Query embeddings come from the ``hash`` provider and are cached before timing (as repeated queries are
@@ -361,7 +361,8 @@ def _short_params(params: Any) -> list[str]:
 
 
 def _median_text(texts: list[str], latencies: list[float]) -> str:
-    ordered = sorted(range(len(texts)), key=lambda i: latencies[i])
+    """The query of median latency (``latencies`` may cover only the first texts, after a budget cut)."""
+    ordered = sorted(range(len(latencies)), key=lambda i: latencies[i])
     return texts[ordered[len(ordered) // 2]]
 
 
@@ -488,12 +489,14 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
                 if opts.http:
                     url = scratch_db.database_url(name)
                     http, errors, load_result = _measure_http(
-                        opts, queries, url, progress=progress, size=size, with_load=size == largest, log=log
+                        opts, queries, url, progress=progress, size=size, with_load=True, log=log
                     )
                     measured.update(http)
                     results["errors"][str(size)] = errors
                     if load_result is not None:
-                        results["load"] = load_result
+                        results.setdefault("load_sizes", {})[str(size)] = load_result
+                        if size == largest:
+                            results["load"] = load_result
                 results["sizes"][str(size)] = {p: measured[p] for p in PATHS if p in measured}
                 log(_summary_line(size, results["sizes"][str(size)]))
     results["ratios"] = ratios(results["sizes"])
@@ -624,5 +627,5 @@ def _summary_line(size: int, paths: dict[str, Any]) -> str:
 
 def json_line(results: dict[str, Any]) -> str:
     """The ``--json`` line: sizes → path → percentiles, the load run, ratios, growth and build times."""
-    keep = ("sizes", "load", "ratios", "growth_p50", "build", "machine", "options")
+    keep = ("sizes", "load", "load_sizes", "ratios", "growth_p50", "build", "machine", "options")
     return json.dumps({k: results[k] for k in keep if k in results}, default=str)

@@ -173,8 +173,10 @@ def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
         lines += ["", "### Targets", "", "| target | measured | met |", "|---|---|---|"]
         for name, measured, met in checks:
             lines.append(f"| {name} | {measured} | {'yes' if met else ('no' if met is False else '?')} |")
-    load = results.get("load")
-    if load:
+    loads = results.get("load_sizes") or (
+        {str(results["load"]["items"]): results["load"]} if results.get("load") else {}
+    )
+    for load in (loads[size] for size in sorted(loads, key=int)):
         lines += [
             "",
             f"### Sustained mixed load ({load['items']} items)",
@@ -315,23 +317,30 @@ def _plots(results: dict[str, Any], out: Path) -> list[str]:
         fig.savefig(out / "growth.png", dpi=110)
         plt.close(fig)
         written.append("growth.png")
-    # 4. load
-    load = results.get("load")
-    if load and load.get("by_kind"):
-        fig, ax = plt.subplots(figsize=(8, 3.8))
-        kinds = list(load["by_kind"])
-        for k, q in enumerate(PERCENTILES):
-            ax.bar(
-                [i + (k - 1) * 0.27 for i in range(len(kinds))],
-                [load["by_kind"][n][q] for n in kinds],
-                width=0.27,
-                label=q.replace("_ms", ""),
+    # 4. load, one panel per size
+    loads = results.get("load_sizes") or (
+        {str(results["load"]["items"]): results["load"]} if results.get("load") else {}
+    )
+    if loads:
+        fig, axes = plt.subplots(1, len(loads), figsize=(7 * len(loads), 3.8), squeeze=False)
+        for ax, size in zip(axes[0], sorted(loads, key=int), strict=True):
+            load = loads[size]
+            kinds = list(load["by_kind"])
+            for k, q in enumerate(PERCENTILES):
+                ax.bar(
+                    [i + (k - 1) * 0.27 for i in range(len(kinds))],
+                    [load["by_kind"][n][q] for n in kinds],
+                    width=0.27,
+                    label=q.replace("_ms", ""),
+                )
+            ax.set_xticks(range(len(kinds)), [f"{n}\n({load['by_kind'][n]['n']})" for n in kinds], fontsize=8)
+            ax.set_yscale("log")
+            ax.set_ylabel("ms (log)")
+            ax.set_title(
+                f"Mixed load, {size} items: {load['rps']} req/s, {load['errors']} errors", fontsize=9
             )
-        ax.set_xticks(range(len(kinds)), [f"{n}\n({load['by_kind'][n]['n']})" for n in kinds], fontsize=8)
-        ax.set_ylabel("ms")
-        ax.set_title(f"Mixed load, {load['items']} items: {load['rps']} req/s, {load['errors']} errors")
-        ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=8)
+            ax.grid(axis="y", alpha=0.3)
+            ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(out / "load.png", dpi=110)
         plt.close(fig)

@@ -212,7 +212,8 @@ def readable_forms(
 
     def probe(kind: str, field: str) -> str:
         return (
-            f"SELECT '{kind}'::text, q.f FROM unnest(%s::text[]) AS q(f) WHERE EXISTS (SELECT 1 FROM search_chunk c "
+            f"SELECT '{kind}'::text, q.f FROM unnest(%s::text[]) AS q(f) "
+            "WHERE EXISTS (SELECT 1 FROM search_chunk c "
             f"WHERE c.{column} AND c.{field} ? q.f AND c.item_id IN ({items_query}))"
         )
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import EmptyResultSet
 from django.db.models import Count, Q
 from django.utils import timezone
 
@@ -111,7 +112,10 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
     fingerprint = _fingerprint(query, corpus)
     offset = decode_cursor(query.cursor, fingerprint)
     items_qs = searchable_items(query, corpus)
-    items_sql = items_qs.values("id").query.sql_with_params()
+    try:
+        items_sql = items_qs.values("id").query.sql_with_params()
+    except EmptyResultSet:  # the filters can match nothing (e.g. an id past the column's range)
+        return RetrievalResult()
     depth = max(settings.SEARCH["LANE_DEPTH"], offset + query.limit)
     timings: dict[str, float] = {}
     degraded: list[str] = []

@@ -46,7 +46,9 @@ def assert_clear_answer(response: HttpResponse, *, context: str = "", json_error
     elif status >= 400 and json_errors:
         data = json.loads(text)
         message = _error_message(data)
-        assert message and len(message) > 10, f"{context}: HTTP {status} without a clear message: {text[:300]}"
+        assert message and len(message) > 10, (
+            f"{context}: HTTP {status} without a clear message: {text[:300]}"
+        )
     return status
 
 
@@ -65,15 +67,27 @@ def _error_message(data: Any) -> str:
 
 FUZZ_ITEMS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("Tender pricing guide", "## Day rates\n\nHow to price a tender: day rates, margins and approval.", {}),
-    ("Pricing approval policy", "Every pricing decision over budget needs approval.", {"content_type": "policy"}),
-    ("Harbour safety checklist", "Harbour visitors wear vests; the safety checklist.", {"content_type": "checklist"}),
+    (
+        "Pricing approval policy",
+        "Every pricing decision over budget needs approval.",
+        {"content_type": "policy"},
+    ),
+    (
+        "Harbour safety checklist",
+        "Harbour visitors wear vests; the safety checklist.",
+        {"content_type": "checklist"},
+    ),
     ("Invoice checklist", "Send the invoice on time; 50% discount_rate \\ escape %_ chars.", {}),
     ("Protection des données", "La protection des données personnelles des offres.", {"language": "fr"}),
     ("سياسة تسعير العطاء", "تسعير العطاء والهوامش والموافقة.", {"language": "ar"}),
     ("<script>alert(1)</script> script guide", "</mark><script>alert(2)</script> onerror mark", {}),
     ("Zebra crossing pricing", "A zebra \u202ebidi\u202c text\u200b with invisible characters.", {}),
     ("Staff pricing margins", "Confidential margin notes.", {"visibility": "staff"}),
-    ("Bid team pricing notes", "Pricing notes for the bid team.", {"visibility": "groups", "groups": ["bid-team"]}),
+    (
+        "Bid team pricing notes",
+        "Pricing notes for the bid team.",
+        {"visibility": "groups", "groups": ["bid-team"]},
+    ),
     ("Draft pricing memo", "A pricing memo still in draft.", {"publish": False}),
 )
 
@@ -81,7 +95,8 @@ FUZZ_ITEMS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 def fuzz_corpus() -> list[ContentItem]:
     """A dozen items in several languages, states and visibilities, built and searchable."""
     items = [
-        make_item(title=title, body=body, primary_domain="pricing", **fields) for title, body, fields in FUZZ_ITEMS
+        make_item(title=title, body=body, primary_domain="pricing", **fields)
+        for title, body, fields in FUZZ_ITEMS
     ]
     content.item_mark_superseded(
         item=make_item(title="Old pricing guide", body="Outdated pricing advice.", primary_domain="pricing"),

@@ -20,7 +20,7 @@ _lock = threading.Lock()
 
 
 def record(name: str, figures: dict[str, Any]) -> None:
-    """Store ``figures`` under ``name`` (replacing an earlier run's), with when and where they were measured."""
+    """Store ``figures`` under ``name`` (replacing an earlier run's), with when and where measured."""
     entry = {
         **figures,
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),

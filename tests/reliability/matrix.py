@@ -39,8 +39,26 @@ RESTRICTED_TYPO = "narwhhal"  # one edit from the restricted word
 NOWHERE_TYPO = "axolottl"  # one edit from the word that exists nowhere
 
 FILLER = (
-    "harbour", "ledger", "turbine", "meadow", "lantern", "copper", "glacier", "orchard", "compass", "velvet",
-    "saddle", "quarry", "beacon", "thistle", "anchor", "falcon", "granite", "willow", "ember", "canyon",
+    "harbour",
+    "ledger",
+    "turbine",
+    "meadow",
+    "lantern",
+    "copper",
+    "glacier",
+    "orchard",
+    "compass",
+    "velvet",
+    "saddle",
+    "quarry",
+    "beacon",
+    "thistle",
+    "anchor",
+    "falcon",
+    "granite",
+    "willow",
+    "ember",
+    "canyon",
 )
 
 Surface = Literal["browse", "graphql", "mcp"]
@@ -91,7 +109,7 @@ class Persona:
 
 
 def can_read(persona: Persona, item: ItemState) -> bool:
-    """Visibility alone (corpus and superseded are separate): the product's access rule, from the item's state."""
+    """Visibility alone (corpus and superseded are separate): the access rule, from the item's state."""
     if item.archived:
         return False
     if persona.all_content:
@@ -115,7 +133,8 @@ def corpus_of(persona: Persona, surface: Surface) -> Corpus:
 def expected_search(persona: Persona, surface: Surface, items: list[ItemState], word: str) -> set[int]:
     corpus = corpus_of(persona, surface)
     return {
-        i.pk for i in items
+        i.pk
+        for i in items
         if can_read(persona, i) and i.in_corpus(corpus) and not i.superseded and i.has_word(word, corpus)
     }
 
@@ -126,13 +145,18 @@ def expected_lookup(persona: Persona, surface: Surface, item: ItemState) -> bool
 
 
 def expected_closed(persona: Persona, items: list[ItemState], word: str) -> set[int]:
-    """Closed-material placeholders of /search: unreadable, placeholder allowed, live, current, title matches."""
+    """/search's closed-material placeholders: unreadable, allowed, live, current, the title matches."""
     if persona.all_content:
         return set()
     return {
-        i.pk for i in items
-        if not can_read(persona, i) and not i.archived and i.placeholder and i.in_corpus("live")
-        and not i.superseded and word in i.title.lower().split()
+        i.pk
+        for i in items
+        if not can_read(persona, i)
+        and not i.archived
+        and i.placeholder
+        and i.in_corpus("live")
+        and not i.superseded
+        and word in i.title.lower().split()
     }
 
 
@@ -155,8 +179,12 @@ def build_matrix(seed: int = 20261130) -> Matrix:
     now = timezone.now()
     alpha, _ = Group.objects.get_or_create(name="alpha")
     Group.objects.get_or_create(name="beta")
-    successor_item = make_item(title=f"{TITLE_WORD.capitalize()} successor handbook", body=_body(rng, []),
-                               external_id="pm-successor", primary_domain="governance")
+    successor_item = make_item(
+        title=f"{TITLE_WORD.capitalize()} successor handbook",
+        body=_body(rng, []),
+        external_id="pm-successor",
+        primary_domain="governance",
+    )
     states: list[ItemState] = []
     n = 0
     for visibility in VISIBILITIES:
@@ -177,8 +205,12 @@ def build_matrix(seed: int = 20261130) -> Matrix:
                 body = _body(rng, extra)
                 placeholder = k % 4 == 0
                 item = make_item(
-                    title=title, body=body, external_id=f"pm-{n}", publish=lifecycle != "draft",
-                    visibility="groups" if group else visibility, groups=[group] if group else None,
+                    title=title,
+                    body=body,
+                    external_id=f"pm-{n}",
+                    publish=lifecycle != "draft",
+                    visibility="groups" if group else visibility,
+                    groups=[group] if group else None,
                     allow_closed_placeholder=placeholder,
                     primary_domain=rng.choice(["pricing", "safety", "legal"]),
                     content_type=rng.choice(["guide", "policy", "checklist"]),
@@ -191,18 +223,34 @@ def build_matrix(seed: int = 20261130) -> Matrix:
                 elif lifecycle == "superseded":
                     content.item_mark_superseded(item=item, by=successor_item)
                 elif lifecycle == "published_with_draft":
-                    content.item_save_revision(item=item, title=title, body=body + f" The {DRAFT_WORD} draft.")
+                    content.item_save_revision(
+                        item=item, title=title, body=body + f" The {DRAFT_WORD} draft."
+                    )
                     latest.add(DRAFT_WORD)
                 item.refresh_from_db()
-                states.append(ItemState(
-                    pk=item.pk, slug=item.slug, title=title, visibility=visibility, group=group,
-                    lifecycle=lifecycle, placeholder=placeholder,
-                    words_live=frozenset(words) if lifecycle not in ("draft", "unpublished") else frozenset(),
-                    words_latest=frozenset(latest),
-                ))
+                states.append(
+                    ItemState(
+                        pk=item.pk,
+                        slug=item.slug,
+                        title=title,
+                        visibility=visibility,
+                        group=group,
+                        lifecycle=lifecycle,
+                        placeholder=placeholder,
+                        words_live=frozenset(words)
+                        if lifecycle not in ("draft", "unpublished")
+                        else frozenset(),
+                        words_latest=frozenset(latest),
+                    )
+                )
     successor = ItemState(
-        pk=successor_item.pk, slug=successor_item.slug, title=successor_item.title, visibility="public",
-        group=None, lifecycle="published", placeholder=False,
+        pk=successor_item.pk,
+        slug=successor_item.slug,
+        title=successor_item.title,
+        visibility="public",
+        group=None,
+        lifecycle="published",
+        placeholder=False,
         words_live=frozenset({TITLE_WORD, "successor", "handbook", BODY_WORD}),
         words_latest=frozenset({TITLE_WORD, "successor", "handbook", BODY_WORD}),
     )
@@ -214,23 +262,34 @@ def build_matrix(seed: int = 20261130) -> Matrix:
     revoked = api_key_create(name="pm revoked")
     api_key_revoke(api_key=revoked.api_key)
     personas = {
-        p.name: p for p in (
+        p.name: p
+        for p in (
             Persona("anonymous", "anonymous"),
             Persona("signed_in", "user", username="pm-user"),
             Persona("group_member", "user", groups=frozenset({"alpha"}), username="pm-member"),
             Persona("staff", "staff", all_content=True, username="pm-staff"),
             Persona("api_key", "api_key", all_content=True, api_key=api_key_create(name="pm key").raw_key),
-            Persona("api_key_group", "api_key", groups=frozenset({"alpha"}),
-                    api_key=api_key_create(name="pm group key", all_content=False, groups=[alpha]).raw_key),
+            Persona(
+                "api_key_group",
+                "api_key",
+                groups=frozenset({"alpha"}),
+                api_key=api_key_create(name="pm group key", all_content=False, groups=[alpha]).raw_key,
+            ),
             Persona("revoked_key", "api_key", api_key=revoked.raw_key, refused=True),
-            Persona("expired_key", "api_key", refused=True, api_key=api_key_create(
-                name="pm expired", expires_at=now - timedelta(hours=1)).raw_key),
+            Persona(
+                "expired_key",
+                "api_key",
+                refused=True,
+                api_key=api_key_create(name="pm expired", expires_at=now - timedelta(hours=1)).raw_key,
+            ),
         )
     }
     build()
     all_items = [successor, *states]
     counts: dict[str, int] = {"items": len(all_items)}
     for state in states:
-        counts[f"{state.visibility} {state.lifecycle}"] = counts.get(f"{state.visibility} {state.lifecycle}", 0) + 1
+        counts[f"{state.visibility} {state.lifecycle}"] = (
+            counts.get(f"{state.visibility} {state.lifecycle}", 0) + 1
+        )
     assert ContentItem.objects.filter(external_id__startswith="pm-").count() == len(all_items)
     return Matrix(all_items, personas, successor, counts)

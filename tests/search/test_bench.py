@@ -98,6 +98,18 @@ def test_percentiles_interpolate_between_ranks() -> None:
     assert bench.percentiles([]) == {"p50_ms": 0.0, "p95_ms": 0.0, "p99_ms": 0.0}
 
 
+def test_a_path_budget_stops_timing_after_the_minimum_number_of_queries() -> None:
+    # given a path and 100 queries
+    calls: list[str] = []
+    texts = [f"q{n}" for n in range(100)]
+    # when timed with no budget left
+    latencies = bench.time_calls(calls.append, texts, warmup=5, budget_s=0.0)
+    # then the warm-up stops at once and timing at the minimum, on the first texts
+    assert len(latencies) == bench.MIN_TIMED
+    assert calls == ["q0", *texts[: bench.MIN_TIMED]]
+    assert bench._median_text(texts, latencies) in texts[: bench.MIN_TIMED]
+
+
 def test_client_addresses_are_distinct_loopback_addresses() -> None:
     addresses = bench_http.client_addresses(70_000)
     assert len(set(addresses)) == 70_000
