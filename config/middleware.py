@@ -1,9 +1,11 @@
-"""Answer 503 Service Unavailable, not 500, while PostgreSQL cannot be reached.
+"""Answer 503 Service Unavailable, not 500, while PostgreSQL cannot be reached; bound request bodies.
 
 A restart, failover or network cut surfaces as ``OperationalError`` (cannot connect, connection lost)
 or ``InterfaceError`` (a connection closed under us). That is an outage, not a bug: the caller should
 retry shortly, so each surface gets a 503 with ``Retry-After`` in its own error shape. The broken
 connection is closed so the next request reconnects (``CONN_HEALTH_CHECKS`` checks reused ones).
+A statement cancelled by ``STATEMENT_TIMEOUT_MS`` is a 503 too ("took too long"); any other database
+error stays a 500: it is a bug to fix, not a condition to wait out.
 """
 
 from __future__ import annotations
@@ -20,21 +22,47 @@ logger = logging.getLogger(__name__)
 
 RETRY_AFTER_S = 5
 MESSAGE = "The knowledge base is briefly unavailable (database unreachable). Retry in a few seconds."
+TIMEOUT_MESSAGE = "The request took too long and was stopped. Retry, or simplify the search."
 
 
-def unavailable_response(request: HttpRequest) -> HttpResponse:
+# SQLSTATEs of a server going away: connection exceptions (class 08) and operator intervention
+# (57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now). Other OperationalErrors
+# (a statement timeout, a program limit) are about the request, not an outage.
+_OUTAGE_STATES = ("08", "57P01", "57P02", "57P03")
+
+
+def unavailable_reason(exception: BaseException) -> str | None:
+    """The 503 message for a database outage or a cancelled runaway statement; None for anything else."""
+    if isinstance(exception, InterfaceError):
+        return MESSAGE
+    if not isinstance(exception, OperationalError):
+        return None
+    state = getattr(exception.__cause__, "sqlstate", None)
+    if state is None or state.startswith(_OUTAGE_STATES):
+        return MESSAGE
+    if state == "57014":  # query_canceled: STATEMENT_TIMEOUT_MS ran out
+        return TIMEOUT_MESSAGE
+    return None
+
+
+def is_outage(exception: BaseException) -> bool:
+    """True for a database that cannot be reached: no connection, a connection lost or closed under us."""
+    return unavailable_reason(exception) == MESSAGE
+
+
+def unavailable_response(request: HttpRequest, message: str = MESSAGE) -> HttpResponse:
     """A 503 in the shape of the surface the request came to."""
     path = request.path
     if path.startswith("/graphql"):
-        body = {"errors": [{"message": MESSAGE, "extensions": {"code": "SERVICE_UNAVAILABLE"}}]}
+        body = {"errors": [{"message": message, "extensions": {"code": "SERVICE_UNAVAILABLE"}}]}
     elif path.startswith("/mcp"):
-        body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": MESSAGE}}
+        body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": message}}
     elif path.startswith("/api/") or "application/json" in request.headers.get("Accept", ""):
-        body = {"error": {"code": "unavailable", "message": MESSAGE, "retry_after": RETRY_AFTER_S}}
+        body = {"error": {"code": "unavailable", "message": message, "retry_after": RETRY_AFTER_S}}
     else:
         html = (
             "<!doctype html><html lang=en><meta charset=utf-8><title>Briefly unavailable</title>"
-            f"<h1>Briefly unavailable</h1><p>{MESSAGE}</p></html>"
+            f"<h1>Briefly unavailable</h1><p>{message}</p></html>"
         )
         response = HttpResponse(html, status=503, content_type="text/html; charset=utf-8")
         response["Retry-After"] = str(RETRY_AFTER_S)
@@ -45,7 +73,7 @@ def unavailable_response(request: HttpRequest) -> HttpResponse:
 
 
 class DatabaseUnavailableMiddleware:
-    """Turns a view's ``OperationalError`` / ``InterfaceError`` into a 503 (see the module docstring)."""
+    """Turns a view's outage or statement-timeout error into a 503 (see the module docstring)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -54,7 +82,8 @@ class DatabaseUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if not isinstance(exception, OperationalError | InterfaceError):
+        message = unavailable_reason(exception)
+        if message is None:
             return None
         logger.warning(
             "database unavailable on %s %s (%s): answering 503",
@@ -65,7 +94,7 @@ class DatabaseUnavailableMiddleware:
         for conn in connections.all(initialized_only=True):
             if not conn.in_atomic_block:  # never close a connection holding a transaction (tests)
                 conn.close_if_unusable_or_obsolete()
-        return unavailable_response(request)
+        return unavailable_response(request, message)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
@@ -74,8 +103,10 @@ def server_error(request: HttpRequest) -> HttpResponse:
 
     from django.views.defaults import server_error as default_server_error
 
-    if isinstance(sys.exc_info()[1], OperationalError | InterfaceError):
-        return unavailable_response(request)
+    exception = sys.exc_info()[1]
+    message = unavailable_reason(exception) if exception is not None else None
+    if message is not None:
+        return unavailable_response(request, message)
     return default_server_error(request)
 
 

@@ -19,13 +19,13 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from graphene_django.views import GraphQLView, HttpError
 from graphql import ExecutionResult, GraphQLError, OperationType, execute, get_operation_ast, parse
 from graphql.validation import validate
 
+from config.middleware import unavailable_reason
 from graphql_api.context import get_user
 from graphql_api.protection import protection_rules, search_cost, tag_complexity_errors
 from graphql_api.schema import schema as kb_schema
@@ -216,7 +216,7 @@ class ProtectedGraphQLView(GraphQLView):
             middleware=self.get_middleware(request),
         )
         for error in cast(ExecutionResult, result).errors or ():
-            if isinstance(error.original_error, OperationalError | InterfaceError):
+            if error.original_error is not None and unavailable_reason(error.original_error):
                 # A database outage, not a bug: config.middleware answers 503 with Retry-After.
                 raise error.original_error
         return cast(ExecutionResult, result)

@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import InterfaceError, OperationalError
 from mcp.server.fastmcp.utilities.func_metadata import _inline_root_ref
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
 from mcp_server.djangomcp import DjangoMCP, django_request_ctx
 from pydantic import BaseModel, ValidationError
 
+from config.middleware import is_outage
 from mcp_api.render import clean_text
 from mcp_api.tools import TOOLS, ToolSpec
 from search.errors import SearchError
@@ -115,11 +115,11 @@ class KbMCP(DjangoMCP):
             output = await sync_to_async(spec.handler)(args, principal)
         except SearchError as exc:
             return error_result(search_error_message(name, exc))
-        except (OperationalError, InterfaceError):
-            logger.warning("MCP tool %s: database unavailable", name)
-            return error_result(f"{spec.failure}: the knowledge base is briefly unavailable (database "
-                                "unreachable). Retry in a few seconds.")
-        except Exception:
+        except Exception as exc:
+            if is_outage(exc):  # the database went away after /mcp accepted the request
+                logger.warning("MCP tool %s: database unavailable", name)
+                return error_result(f"{spec.failure}: the knowledge base is briefly unavailable (database "
+                                    "unreachable). Retry in a few seconds.")
             reference = secrets.token_hex(4)
             logger.exception("MCP tool %s failed (reference %s)", name, reference)
             return error_result(

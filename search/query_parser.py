@@ -9,6 +9,9 @@ from search.errors import InvalidQuery
 from search.types import MAX_QUERY_CHARS
 
 MAX_TERMS = 32
+# Longer "words" (pasted hashes, floods of one letter) are not searched: PostgreSQL refuses tsquery
+# lexemes past 2046 bytes and levenshtein() past 255 characters, and no document word is that long.
+MAX_TERM_CHARS = 255
 # Words shorter than this do not match titles as a prefix (``a`` would match every title).
 MIN_PREFIX_CHARS = 3
 
@@ -56,7 +59,7 @@ def validate_query_text(raw: str, *, field: str = "query", max_chars: int = MAX_
 
 
 def check_filter_text(value: str, *, field: str = "filters") -> str:
-    """``value`` unchanged, or ``InvalidQuery`` when PostgreSQL cannot receive it (a NUL byte, a lone surrogate)."""
+    """``value`` unchanged, or ``InvalidQuery`` when PostgreSQL cannot take it (a NUL, a lone surrogate)."""
     if "\x00" in value or any("\ud800" <= ch <= "\udfff" for ch in value):
         raise InvalidQuery(
             f"{field} holds a NUL byte or an unpaired surrogate character; remove it and send plain text.",
@@ -71,7 +74,7 @@ def parse(raw: str) -> ParsedQuery:
     terms: list[QueryTerm] = []
     seen: set[str] = set()
     for token in analysis.tokens(text):
-        if token.folded in stops or token.folded in seen:
+        if token.folded in stops or token.folded in seen or len(token.folded) > MAX_TERM_CHARS:
             continue
         seen.add(token.folded)
         variants = [token.folded, *analysis.arabic_clitic_variants(token.folded)]

@@ -16,6 +16,7 @@ import itertools
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -160,6 +161,14 @@ def preview_request(text: str) -> Request:
     return Request("GET", "/api/search/preview", params={"q": text, "limit": "8"})
 
 
+REFERENCE_RE = re.compile(r"\(reference [0-9a-f]+\)")
+
+
+def problem_kind(message: str) -> str:
+    """A failure message without per-request parts (error references), so equal failures count together."""
+    return REFERENCE_RE.sub("(reference …)", message)
+
+
 def response_problem(request: Request, response: httpx.Response) -> str | None:
     """Why a response is a failure (status, GraphQL errors, MCP tool error), or None when it is a success."""
     if response.status_code != 200:
@@ -167,18 +176,16 @@ def response_problem(request: Request, response: httpx.Response) -> str | None:
     if request.path == "/graphql":
         data = response.json()
         if data.get("errors"):
-            return "graphql: " + str(data["errors"][0].get("message", ""))[:120]
+            return problem_kind("graphql: " + str(data["errors"][0].get("message", ""))[:120])
     elif request.path == "/mcp":
         text = response.text
-        if text.startswith("event:") or text.startswith(
-            "data:"
-        ):  # an SSE answer: the JSON is on the data line
+        if text.startswith(("event:", "data:")):  # an SSE answer: the JSON is on the data line
             text = next((line[5:] for line in text.splitlines() if line.startswith("data:")), "{}")
         data = json.loads(text)
         if "error" in data:
-            return "mcp: " + str(data["error"].get("message", ""))[:120]
+            return problem_kind("mcp: " + str(data["error"].get("message", ""))[:120])
         if data.get("result", {}).get("isError"):
-            return "mcp tool error: " + str(data["result"]["content"][0].get("text", ""))[:120]
+            return problem_kind("mcp tool error: " + str(data["result"]["content"][0].get("text", ""))[:120])
     return None
 
 

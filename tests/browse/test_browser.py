@@ -7,10 +7,8 @@ The app is served by pytest-django's ``live_server`` (a thread of this process),
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,41 +17,23 @@ from django.test import Client
 
 from browse.models import RecentSearch
 from search.models import UserProfile
+from tests.chromium import launched_chromium, needs_chromium
 from tests.factories import build, make_item
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]
 XSS_TITLE = "<img src=x onerror=alert(1)>"
 TIMEOUT_MS = 10_000
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing: apt-get install -y chromium"),
+    needs_chromium,
 ]
 
 
 @pytest.fixture(scope="module")  # module: the sync API keeps an event loop running until closed
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; the ORM calls made by the tests
-    # themselves are still plain synchronous code.
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with sync_playwright() as pw:
-            chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            yield chromium
-            chromium.close()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+    with launched_chromium() as chromium:
+        yield chromium
 
 
 class Session:

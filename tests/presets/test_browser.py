@@ -6,9 +6,7 @@ sticky ``from_bid``; and an anonymous visitor's browser presets imported into th
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -18,36 +16,20 @@ from django.test import Client
 
 from presets.models import Preset
 from presets.system import system_presets_ensure
+from tests.chromium import launched_chromium, needs_chromium
 from tests.factories import build, make_item
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not shutil.which(CHROMIUM), reason="chromium missing: apt-get install -y chromium"),
+    needs_chromium,
 ]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module")  # module: the sync API keeps an event loop running until closed
 def browser() -> Iterator[Any]:
-    # Playwright's sync API runs an event loop in this thread; the test still uses the ORM around it.
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    with launched_chromium() as chromium:
         yield chromium
-        chromium.close()
 
 
 @pytest.fixture

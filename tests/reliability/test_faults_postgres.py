@@ -197,7 +197,8 @@ def test_postgres_restart_under_load_answers_503_then_recovers(
             ["-w", "-m", "fast", "stop"], pgdata=private_postgres.pgdata, user=private_postgres.system_user
         )
         time.sleep(DOWN_S)
-        private_postgres.ensure_postgres_running()
+        restarting = time.monotonic()
+        private_postgres.ensure_postgres_running()  # returns once it accepts connections (polled each 1 s)
         came_up = time.monotonic()
         time.sleep(AFTER_S)
     finally:
@@ -224,7 +225,7 @@ def test_postgres_restart_under_load_answers_503_then_recovers(
             assert "briefly unavailable" in sample.body or "Search query failed" in sample.body, sample.body[
                 :300
             ]
-            # Latency is a figure (recorded below), not a timed assertion: these machines are shared and noisy.
+            # Latency is a figure (recorded below), not a timed assertion: these machines are shared, noisy.
             # The bound here only catches a request that hangs instead of failing fast.
             assert sample.ended - sample.started < 10.0, (
                 f"{sample.surface}: a 503 took {sample.ended - sample.started:.2f} s"
@@ -237,22 +238,26 @@ def test_postgres_restart_under_load_answers_503_then_recovers(
         f"PostgreSQL was back at {came_up - went_down:.2f} s"
     )
     before = [s for s in samples if s.ended < went_down]
-    assert before and all(s.status == 200 for s in before), timeline
-    down = [s for s in samples if went_down + 0.5 < s.started and s.ended < came_up]
-    assert down and all(s.status in (503, IN_BAND_UNAVAILABLE) for s in down), timeline
+    assert before and all(s.status == 200 for s in before), [
+        (s.surface, s.status, round(s.started - went_down, 3), round(s.ended - went_down, 3), s.body[:200])
+        for s in before
+        if s.status != 200
+    ]
+    down = [s for s in samples if went_down + 0.5 < s.started and s.ended < restarting]
+    assert down and all(s.status in (503, IN_BAND_UNAVAILABLE) for s in down), [
+        (s.surface, s.status, round(s.started - went_down, 3), s.body[:300]) for s in down if s.status != 503
+    ]
     recovered_at = {}
     for surface in requests:
         after = [s for s in samples if s.surface == surface and s.started >= came_up]
         first_ok = next((s for s in after if s.status == 200), None)
         assert first_ok is not None, f"{surface} never recovered"
-        recovered_at[surface] = round(first_ok.ended - came_up, 3)
+        recovered_at[surface] = round(max(0.0, first_ok.ended - came_up), 3)
         late = [s for s in after if s.started > first_ok.ended]  # once recovered, it stays recovered
-        assert all(s.status == 200 for s in late), (
-            f"{surface} still failing {RECOVERY_BUDGET_S} s after"
-        )
+        assert all(s.status == 200 for s in late), f"{surface} still failing {RECOVERY_BUDGET_S} s after"
     # The 5 s recovery budget is reported as a figure (docs/reliability.md); the assertion only catches a
     # server that does not recover at all on a loaded machine.
-    assert max(recovered_at.values()) <= 6 * RECOVERY_BUDGET_S, recovered_at
+    assert max(recovered_at.values()) <= 6 * RECOVERY_BUDGET_S, (recovered_at, timeline)
     assert "Internal Server Error" not in log, log[-3000:]  # no request ended in a 500
     record(
         "faults.postgres_restart",

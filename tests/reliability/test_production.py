@@ -20,9 +20,8 @@ from tests.reliability.figures import record
 
 def production_env(**extra: str) -> dict[str, str]:
     """What a production deployment sets (DATABASE_URL and REDIS_URL: the test session's servers)."""
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("DEBUG", "DJANGO_SETTINGS_MODULE", "KB_PROCESS_ROLE")
-    }
+    unset = ("DEBUG", "DJANGO_SETTINGS_MODULE", "KB_PROCESS_ROLE", "DJANGO_ALLOW_ASYNC_UNSAFE")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(
         {
             "SECRET_KEY": secrets.token_urlsafe(64),

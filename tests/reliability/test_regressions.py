@@ -39,10 +39,36 @@ def post_search(client: Client, body: Any) -> Any:
     )
 
 
-def test_a_word_longer_than_255_characters_is_searched_not_a_500(corpus: list[Any]) -> None:
-    # was: levenshtein() refused it inside "did you mean" (DataError, HTTP 500 on every surface)
-    response = post_search(Client(), {"query": "pricing" + "a" * 300})
+@pytest.mark.parametrize("word", ["pricing" + "a" * 300, "pricing" + "\u0627" * 1020])
+def test_a_word_longer_than_255_characters_is_not_searched_and_not_a_500(
+    corpus: list[Any], word: str
+) -> None:
+    # was: levenshtein() refused it in "did you mean" (DataError), and a word past 2046 bytes made the
+    # tsquery fail (ProgramLimitExceeded): HTTP 500 on every surface
+    response = post_search(Client(), {"query": f"tender {word}"})
     assert response.status_code == 200
+    assert [hit["id"] for hit in response.json()["results"]] == [corpus[0].pk]
+
+
+def test_a_statement_error_is_not_mistaken_for_an_outage() -> None:
+    from django.db import OperationalError, connection
+
+    from config.middleware import is_outage, unavailable_reason
+
+    with pytest.raises(OperationalError) as caught, connection.cursor() as cursor:
+        cursor.execute("SELECT repeat('a', 3000)::tsquery")  # "word is too long" (program limit exceeded)
+    assert not is_outage(caught.value) and unavailable_reason(caught.value) is None
+
+
+def test_a_statement_cancelled_by_the_timeout_is_a_503_not_an_outage() -> None:
+    from django.db import OperationalError, connection, transaction
+
+    from config.middleware import TIMEOUT_MESSAGE, is_outage, unavailable_reason
+
+    with pytest.raises(OperationalError) as caught, transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL statement_timeout = 50")
+        cursor.execute("SELECT pg_sleep(2)")
+    assert unavailable_reason(caught.value) == TIMEOUT_MESSAGE and not is_outage(caught.value)
 
 
 @pytest.mark.parametrize("value", ["\x00", "bid\udc80", 0, {"a": 1}])

@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 
 from search.errors import EmbeddingModelMismatch, InvalidCursor, InvalidQuery
 from search.principal import ANONYMOUS, Principal
-from search.services import retrieve
-from search.services import embeddings
+from search.services import embeddings, retrieve
 from search.services import vector as vector_service
 from search.services.fusion import rrf
 from search.types import RetrievalQuery, SearchFilters
@@ -201,31 +200,30 @@ FILTERS = st.builds(
 
 
 @pytest.fixture
-def access_corpus(django_db_setup, django_db_blocker):
-    """Items in every state, sharing the word 'secret' so every one would match."""
-    from django.db import connection
+def access_corpus(db):
+    """Items in every state, sharing the word 'secret' so every one would match.
 
-    with django_db_blocker.unblock():
-        from tests.factories import make_item as mk
+    Made inside the test's transaction (``db``), so the rollback removes them: no TRUNCATE, which
+    PostgreSQL refuses while deferred foreign-key checks of the same transaction are pending.
+    """
+    from tests.factories import make_item as mk
 
-        made = []
-        past = timezone.now().date() - timedelta(days=5)
-        for domain in ("pricing", "legal"):
-            for ctype in ("guide", "qa"):
-                made.append(mk(title=f"Public {domain} {ctype}", body="secret plan", primary_domain=domain,
-                               content_type=ctype, next_review_date=past, governance_review_status="review_overdue"))
-                made.append(mk(title=f"Draft {domain} {ctype}", body="secret plan", publish=False,
-                               primary_domain=domain, content_type=ctype))
-                made.append(mk(title=f"Staff {domain} {ctype}", body="secret plan", visibility="staff",
-                               primary_domain=domain, content_type=ctype))
-                made.append(mk(title=f"Group {domain} {ctype}", body="secret plan", visibility="groups",
-                               groups=["legal"], primary_domain=domain, content_type=ctype))
-                made.append(mk(title=f"Signed {domain} {ctype}", body="secret plan", visibility="signed_in",
-                               primary_domain=domain, content_type=ctype))
-        build()
-        yield made
-        with connection.cursor() as cursor:
-            cursor.execute("TRUNCATE search_contentitem, search_revision, search_chunk, auth_group CASCADE")
+    made = []
+    past = timezone.now().date() - timedelta(days=5)
+    for domain in ("pricing", "legal"):
+        for ctype in ("guide", "qa"):
+            made.append(mk(title=f"Public {domain} {ctype}", body="secret plan", primary_domain=domain,
+                           content_type=ctype, next_review_date=past, governance_review_status="review_overdue"))
+            made.append(mk(title=f"Draft {domain} {ctype}", body="secret plan", publish=False,
+                           primary_domain=domain, content_type=ctype))
+            made.append(mk(title=f"Staff {domain} {ctype}", body="secret plan", visibility="staff",
+                           primary_domain=domain, content_type=ctype))
+            made.append(mk(title=f"Group {domain} {ctype}", body="secret plan", visibility="groups",
+                           groups=["legal"], primary_domain=domain, content_type=ctype))
+            made.append(mk(title=f"Signed {domain} {ctype}", body="secret plan", visibility="signed_in",
+                           primary_domain=domain, content_type=ctype))
+    build()
+    return made
 
 
 @pytest.mark.django_db
