@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from django.db import connection
+from django.conf import settings
+from django.db import OperationalError, connection, transaction
 
 from search.errors import InvalidCursor, InvalidQuery, NotFound
 from search.models import ContentItem
@@ -20,6 +22,8 @@ from search.principal import Principal
 from search.query_parser import normalize_query_text
 from search.analysis import folded_text
 from search.types import MAX_LIMIT, PREVIEW_MAX_LIMIT, Corpus, SearchFilters
+
+logger = logging.getLogger(__name__)
 
 BrowseSort = Literal["newest", "title", "quality_score"]
 
@@ -122,11 +126,48 @@ def _like_pattern(text: str) -> str:
     return f"%{escaped}%"
 
 
+def _within_budget(
+    sql: str, params: list[Any], budget_ms: int, *, settings_sql: str | None = None
+) -> list[tuple[Any, ...]] | None:
+    """The rows of ``sql``, or None when it ran past ``budget_ms`` (cancelled by PostgreSQL, nothing left
+    behind). ``settings_sql`` (``name = value``) applies to this statement only."""
+    outer = connection.in_atomic_block  # SET LOCAL would outlive our savepoint: restore it then
+    with connection.cursor() as cursor:
+        try:
+            with transaction.atomic():
+                cursor.execute(
+                    "SELECT current_setting('statement_timeout'), set_config('statement_timeout', %s, true)",
+                    [str(budget_ms)],
+                )
+                (previous_timeout, _) = cursor.fetchone()
+                previous_setting = None
+                if settings_sql:
+                    name, value = (part.strip() for part in settings_sql.split("="))
+                    cursor.execute("SELECT current_setting(%s), set_config(%s, %s, true)", [name, name, value])
+                    previous_setting = (name, cursor.fetchone()[0])
+                cursor.execute(sql, params)
+                rows = cursor.fetchall()
+                if outer:
+                    cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous_timeout])
+                    if previous_setting:
+                        cursor.execute("SELECT set_config(%s, %s, true)", list(previous_setting))
+                return rows
+        except OperationalError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) != "57014":  # not our budget running out
+                raise
+            return None
+
+
 def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[PreviewHit]:
     """Search-as-you-type: case- and accent-insensitive substring match, title matches first.
 
     ``\\``, ``%`` and ``_`` are escaped, so ``50%`` matches the literal text. Two bounded index
     lookups (trigram indexes on the folded title and the folded chunk text), never a scan-and-sort.
+    Each step has a time budget (``PREVIEW_STEP_BUDGET_MS``): a fragment made of common trigrams
+    ("men are mor") can make a trigram index hand back most of the corpus to re-check, and a preview
+    that arrives after the next keystroke is worth nothing. A title step past its budget is retried
+    walking titles newest first (fast exactly when the fragment is common); a content step past it is
+    skipped, leaving the title matches. The full search (Enter) is exhaustive.
     """
     cleaned = normalize_query_text(text)
     if not cleaned:
@@ -140,30 +181,33 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     )
     revision_col = "live_revision_id" if corpus == "live" else "latest_revision_id"
     chunk_col = "in_live" if corpus == "live" else "in_latest"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT i.id FROM search_contentitem i JOIN search_revision r ON r.id = i.{revision_col}
-            WHERE r.title_folded LIKE %s ESCAPE '\\' AND i.id IN ({items_sql})
-            ORDER BY i.updated_at DESC, i.id LIMIT %s
-            """,
-            [pattern, *items_params, limit],
-        )
-        title_ids = [r[0] for r in cursor.fetchall()]
-        content_ids: list[int] = []
-        if len(title_ids) < limit:
-            cursor.execute(
-                f"""
-                SELECT c.item_id FROM search_chunk c
-                WHERE c.{chunk_col} AND c.folded_text LIKE %s ESCAPE '\\' AND c.item_id IN ({items_sql})
-                  AND NOT (c.item_id = ANY(%s))
-                LIMIT %s
-                """,
-                [pattern, *items_params, title_ids, (limit - len(title_ids)) * 4],
-            )
-            for (item_id,) in cursor.fetchall():
-                if item_id not in content_ids:
-                    content_ids.append(item_id)
+    budget_ms = int(settings.SEARCH["PREVIEW_STEP_BUDGET_MS"])
+    title_sql = f"""
+        SELECT i.id FROM search_contentitem i JOIN search_revision r ON r.id = i.{revision_col}
+        WHERE r.title_folded LIKE %s ESCAPE '\\' AND i.id IN ({items_sql})
+        ORDER BY i.updated_at DESC, i.id LIMIT %s
+    """
+    title_params = [pattern, *items_params, limit]
+    # A rare fragment: the trigram index finds its few titles at once. A common one ("there is"): the
+    # index hands back thousands to sort, while walking titles newest first finds 8 within a few rows.
+    rows = _within_budget(title_sql, title_params, budget_ms)
+    if rows is None:
+        rows = _within_budget(title_sql, title_params, budget_ms, settings_sql="enable_bitmapscan = off") or []
+    title_ids = [r[0] for r in rows]
+    content_ids: list[int] = []
+    if len(title_ids) < limit:
+        content_sql = f"""
+            SELECT c.item_id FROM search_chunk c
+            WHERE c.{chunk_col} AND c.folded_text LIKE %s ESCAPE '\\' AND c.item_id IN ({items_sql})
+              AND NOT (c.item_id = ANY(%s))
+            LIMIT %s
+        """
+        rows = _within_budget(content_sql, [pattern, *items_params, title_ids, (limit - len(title_ids)) * 4], budget_ms)
+        if rows is None:
+            logger.info("preview: content matches for %r skipped after %s ms", cleaned[:60], budget_ms)
+        for (item_id,) in rows or []:
+            if item_id not in content_ids:
+                content_ids.append(item_id)
     ids = title_ids + content_ids[: limit - len(title_ids)]
     items = {
         i.pk: i for i in ContentItem.objects.filter(pk__in=ids).select_related("live_revision", "latest_revision")

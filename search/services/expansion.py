@@ -196,38 +196,75 @@ def suggestion_text(parsed: ParsedQuery, found: dict[str, list[Correction]]) -> 
 
 
 def readable_forms(
-    *, stems: list[str], surfaces: list[str], corpus: str, items_sql: tuple[str, list[Any]]
+    *,
+    stems: list[str],
+    surfaces: list[str],
+    corpus: str,
+    items_sql: tuple[str, list[Any]],
+    written_since_build: bool = True,
 ) -> tuple[set[str], set[str]]:
     """Which ``stems`` and ``surfaces`` occur in a chunk of an item this search may return.
 
     The term statistics count every item, readable or not. "Did you mean" and typo tolerance must not
     depend on them alone: suggesting a word, or declining to correct one, would tell the caller that it
-    exists in items they cannot read. ``items_sql`` is the search's own access-and-filters subquery.
+    exists in items they cannot read. ``items_sql`` is the search's own access-and-filters subquery;
+    ``written_since_build``: chunks exist that the postings do not know yet.
     """
     stems, surfaces = sorted(set(stems)), sorted(set(surfaces))
     if not stems and not surfaces:
         return set(), set()
     items_query, items_params = items_sql
     column = "in_live" if corpus == "live" else "in_latest"
-
-    def probe(kind: str, field: str) -> str:
-        return (
-            f"SELECT '{kind}'::text, q.f FROM unnest(%s::text[]) AS q(f) "
-            "WHERE EXISTS (SELECT 1 FROM search_chunk c "
-            f"WHERE c.{column} AND c.{field} ? q.f AND c.item_id IN ({items_query}))"
-        )
-
+    kinds = ["stem"] * len(stems) + ["surface"] * len(surfaces)
+    forms = [*stems, *surfaces]
+    # First the postings: a form's best chunks, walked until one is readable (usually the first). A
+    # complete list without a readable chunk settles it; a cut list, or chunks written since the build,
+    # leave the form to the live GIN probe below.
     with connection.cursor() as cursor:
         cursor.execute(
-            probe("stem", "tf_stem") + " UNION ALL " + probe("surface", "tf_surface"),
-            [stems, *items_params, surfaces, *items_params],
+            f"""
+            SELECT q.kind, q.f,
+                   EXISTS (SELECT 1 FROM unnest(p.chunk_ids) AS u(id) JOIN search_chunk c ON c.id = u.id
+                           WHERE c.{column} AND c.item_id IN ({items_query})) AS readable,
+                   p.df > cardinality(p.chunk_ids) AS cut
+            FROM unnest(%s::text[], %s::text[]) AS q(kind, f)
+            JOIN search_postings p ON p.field = q.kind AND p.term = q.f
+            """,
+            [*items_params, kinds, forms],
         )
         rows = cursor.fetchall()
-    return {f for kind, f in rows if kind == "stem"}, {f for kind, f in rows if kind == "surface"}
+        readable = {(kind, form) for kind, form, is_readable, _ in rows if is_readable}
+        settled = {(kind, form) for kind, form, is_readable, cut in rows if is_readable or not cut}
+        unsettled = {
+            pair for pair in zip(kinds, forms, strict=True)
+            if pair not in readable and (pair not in settled or written_since_build)
+        }
+        unsettled_stems = sorted(f for k, f in unsettled if k == "stem")
+        unsettled_surfaces = sorted(f for k, f in unsettled if k == "surface")
+        if unsettled_stems or unsettled_surfaces:
+
+            def probe(kind: str, field: str) -> str:
+                return (
+                    f"SELECT '{kind}'::text, q.f FROM unnest(%s::text[]) AS q(f) "
+                    "WHERE EXISTS (SELECT 1 FROM search_chunk c "
+                    f"WHERE c.{column} AND c.{field} ? q.f AND c.item_id IN ({items_query}))"
+                )
+
+            cursor.execute(
+                probe("stem", "tf_stem") + " UNION ALL " + probe("surface", "tf_surface"),
+                [unsettled_stems, *items_params, unsettled_surfaces, *items_params],
+            )
+            readable |= {(kind, form) for kind, form in cursor.fetchall()}
+    return {f for k, f in readable if k == "stem"}, {f for k, f in readable if k == "surface"}
 
 
 def visible_df(
-    parsed: ParsedQuery, df: dict[tuple[str, str], int], *, corpus: str, items_sql: tuple[str, list[Any]]
+    parsed: ParsedQuery,
+    df: dict[tuple[str, str], int],
+    *,
+    corpus: str,
+    items_sql: tuple[str, list[Any]],
+    written_since_build: bool = True,
 ) -> dict[tuple[str, str], int]:
     """``df`` with the query's stems and surfaces that no readable chunk holds set to 0 (for expansion only:
     ranking keeps the corpus-wide statistics)."""
@@ -237,7 +274,7 @@ def visible_df(
     if not stems and not surfaces:
         return df
     readable_stems, readable_surfaces = readable_forms(
-        stems=stems, surfaces=surfaces, corpus=corpus, items_sql=items_sql
+        stems=stems, surfaces=surfaces, corpus=corpus, items_sql=items_sql, written_since_build=written_since_build
     )
     visible = dict(df)
     for s in stems:
@@ -250,12 +287,18 @@ def visible_df(
 
 
 def readable_corrections(
-    found: dict[str, list[Correction]], *, corpus: str, items_sql: tuple[str, list[Any]]
+    found: dict[str, list[Correction]],
+    *,
+    corpus: str,
+    items_sql: tuple[str, list[Any]],
+    written_since_build: bool = True,
 ) -> dict[str, list[Correction]]:
     """``found`` without corrections to words that only unreadable items hold."""
     terms = [c.term for items in found.values() for c in items]
     if not terms:
         return found
-    _, readable = readable_forms(stems=[], surfaces=terms, corpus=corpus, items_sql=items_sql)
+    _, readable = readable_forms(
+        stems=[], surfaces=terms, corpus=corpus, items_sql=items_sql, written_since_build=written_since_build
+    )
     kept = {word: [c for c in items if c.term in readable] for word, items in found.items()}
     return {word: items for word, items in kept.items() if items}

@@ -93,14 +93,25 @@ def columns_build(*, progress: Progress | None = None) -> int:
     return written
 
 
+# The postings refresh sorts every (term, chunk) pair: give it memory instead of temporary files.
+POSTINGS_WORK_MEM = "256MB"
+
+
 def stats_refresh() -> None:
-    """Refresh the term statistics (concurrently once populated, so readers never block)."""
+    """Refresh the term statistics and postings (concurrently once populated, so readers never block).
+
+    ``search_corpus_stats`` comes first: its ``max_chunk_id`` must not pass the postings' snapshot, or a
+    chunk written in between would be neither in the postings nor "newer than the build".
+    """
     with connection.cursor() as cursor:
-        for view in ("search_term_stats", "search_corpus_stats"):
+        for view in ("search_corpus_stats", "search_term_stats", "search_postings"):
             cursor.execute("SELECT relispopulated FROM pg_class WHERE relname = %s", [view])
             row = cursor.fetchone()
             concurrently = "CONCURRENTLY" if row and row[0] else ""
-            cursor.execute(f"REFRESH MATERIALIZED VIEW {concurrently} {view}")
+            with transaction.atomic():
+                if view == "search_postings":
+                    cursor.execute(f"SET LOCAL work_mem = '{POSTINGS_WORK_MEM}'")
+                cursor.execute(f"REFRESH MATERIALIZED VIEW {concurrently} {view}")
 
 
 def index_rebuild(*, progress: Progress | None = None, embed: bool = True) -> dict[str, Any]:

@@ -12,19 +12,21 @@ import json
 import logging
 import time
 from collections import Counter
+from concurrent.futures import wait
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import EmptyResultSet
+from django.db import connection
 from django.db.models import Count, Q
 from django.utils import timezone
 
 from search import query_parser
-from search.signals import search_performed
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable, InvalidCursor, InvalidQuery
 from search.models import Chunk, Citation, ContentItem
-from search.services import fusion, lexical, passages, rerank, vector
+from search.services import fusion, lanes, lexical, passages, rerank, vector
+from search.signals import search_performed
 from search.types import MAX_LIMIT, Hit, RetrievalQuery, RetrievalResult, Span
 
 logger = logging.getLogger(__name__)
@@ -102,6 +104,41 @@ def searchable_items(query: RetrievalQuery, corpus: str) -> Any:
     )
 
 
+def _vector_lane(
+    query: RetrievalQuery,
+    parsed: query_parser.ParsedQuery,
+    corpus: str,
+    items_qs: Any,
+    items_sql: tuple[str, Any],
+    depth: int,
+) -> tuple[list[vector.VectorHit], list[str], float]:
+    """The vector lane's hits, what degraded it, and its milliseconds."""
+    t = time.perf_counter()
+    degraded: list[str] = []
+    vec_hits: list[vector.VectorHit] = []
+    try:
+        if query.similar_to is not None:
+            qvec = vector.item_vector(query.similar_to, corpus)
+            if qvec is None or not items_qs.model.objects.searchable(query.principal, corpus).filter(
+                pk=query.similar_to
+            ).exists():
+                qvec = None
+        else:
+            qvec = vector.query_embedding(parsed.text)
+        if qvec is not None:
+            vec_hits = vector.vector_search(
+                vector=qvec, corpus=corpus, items_sql=items_sql, limit=depth, exclude_item=query.similar_to
+            )
+            vec_hits = [h for h in vec_hits if h.similarity >= query.threshold]
+    except EmbeddingUnavailable as exc:
+        logger.warning("vector lane unavailable: %s", exc)
+        degraded.append("embedding_unavailable")
+    except EmbeddingModelMismatch as exc:
+        logger.error("vector lane refused: %s", exc)
+        degraded.append("embedding_model_mismatch")
+    return vec_hits, degraded, (time.perf_counter() - t) * 1000
+
+
 def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
     _validate(query)
     started = time.perf_counter()
@@ -120,39 +157,37 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
     timings: dict[str, float] = {}
     degraded: list[str] = []
 
+    wants_lexical = parsed.searchable and query.mode != "vector"
+    wants_vector = query.mode != "lexical" or query.similar_to is not None
+
+    def vector_lane() -> tuple[list[vector.VectorHit], list[str], float]:
+        return _vector_lane(query, parsed, corpus, items_qs, items_sql, depth)
+
+    # Both lanes at once when a lane thread is free (search.services.lanes). A lane thread sees committed
+    # rows only, so never from inside a transaction (tests, a caller's atomic block).
+    pending = (
+        lanes.lane_pool().submit(vector_lane)
+        if wants_lexical and wants_vector and settings.SEARCH["LANE_THREADS"] and not connection.in_atomic_block
+        else None
+    )
     lex_hits: list[lexical.LexicalHit] = []
     suggestion: str | None = None
     expansions: tuple[Any, ...] = ()
-    if parsed.searchable and query.mode != "vector":
+    if wants_lexical:
         t = time.perf_counter()
-        outcome = lexical.lexical_search(parsed=parsed, corpus=corpus, items_sql=items_sql, limit=depth)
+        try:
+            outcome = lexical.lexical_search(parsed=parsed, corpus=corpus, items_sql=items_sql, limit=depth)
+        except BaseException:
+            if pending is not None:
+                wait([pending])  # never leave the lane running behind an error
+            raise
         lex_hits, suggestion, expansions = outcome.hits, outcome.suggestion, outcome.expansions
         timings["lexical_ms"] = (time.perf_counter() - t) * 1000
 
     vec_hits: list[vector.VectorHit] = []
-    if query.mode != "lexical" or query.similar_to is not None:
-        t = time.perf_counter()
-        try:
-            if query.similar_to is not None:
-                qvec = vector.item_vector(query.similar_to, corpus)
-                if qvec is None or not items_qs.model.objects.searchable(query.principal, corpus).filter(
-                    pk=query.similar_to
-                ).exists():
-                    qvec = None
-            else:
-                qvec = vector.query_embedding(parsed.text)
-            if qvec is not None:
-                vec_hits = vector.vector_search(
-                    vector=qvec, corpus=corpus, items_sql=items_sql, limit=depth, exclude_item=query.similar_to
-                )
-                vec_hits = [h for h in vec_hits if h.similarity >= query.threshold]
-        except EmbeddingUnavailable as exc:
-            logger.warning("vector lane unavailable: %s", exc)
-            degraded.append("embedding_unavailable")
-        except EmbeddingModelMismatch as exc:
-            logger.error("vector lane refused: %s", exc)
-            degraded.append("embedding_model_mismatch")
-        timings["vector_ms"] = (time.perf_counter() - t) * 1000
+    if wants_vector:
+        vec_hits, lane_degraded, timings["vector_ms"] = pending.result() if pending is not None else vector_lane()
+        degraded.extend(lane_degraded)
 
     ordered = _fuse(query, parsed, lex_hits, vec_hits)
     total = len(ordered)

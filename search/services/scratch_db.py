@@ -16,6 +16,7 @@ from urllib.parse import quote
 from django.db import connection
 
 from search.errors import SearchError
+from search.services.lanes import lane_pool_close
 
 # Scratch databases are recognisable by name; ``scratch_database`` refuses any other name, so a
 # mistyped option can never migrate, fill or drop the user's database.
@@ -61,6 +62,9 @@ def scratch_database(*, name: str, copy_embedding_cache: bool = False, keep: boo
     original_test_name = test_settings.get("NAME")
     test_settings["NAME"] = name
     fresh: list[tuple[str, str, str]] = []
+    # Lane threads keep connections open (search.services.lanes): closed on the way in, so none stays on
+    # the user's database while searches should run here, and on the way out, so the drop can proceed.
+    lane_pool_close()
     try:
         creation.create_test_db(verbosity=0, autoclobber=True, serialize=False, keepdb=keep)
         try:
@@ -71,6 +75,7 @@ def scratch_database(*, name: str, copy_embedding_cache: bool = False, keep: boo
                 known = {(m, h) for m, h, _ in cached}
                 fresh = [row for row in _cache_rows() if (row[0], row[1]) not in known]
         finally:
+            lane_pool_close()
             creation.destroy_test_db(original_name, verbosity=0, keepdb=keep)
     finally:
         test_settings["NAME"] = original_test_name

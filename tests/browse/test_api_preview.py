@@ -105,6 +105,8 @@ def test_preview_query_count_is_bounded(client: Client, django_assert_max_num_qu
     for i in range(10):
         make_item(title=f"Guide {i}", body="About tenders.")
     build()
-    # then
-    with django_assert_max_num_queries(4):
+    # then: per step (title, content) the time budget is set and the query runs (inside this test's
+    # transaction the step also takes a savepoint, resets the budget and releases it: 5 per step); then
+    # one query reads the hits. Nothing scales with the corpus or the number of matches.
+    with django_assert_max_num_queries(11):
         assert client.get("/api/search/preview", {"q": "tender"}).json()["count"] == 8

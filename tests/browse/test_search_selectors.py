@@ -111,3 +111,23 @@ def test_item_mark_read_is_idempotent(user: Any) -> None:
     item_mark_read(user_id=user.pk, item_id=item.pk)
     item_mark_read(user_id=user.pk, item_id=item.pk)
     assert item.reads.count() == 1
+
+
+def test_a_preview_step_past_its_budget_is_cancelled_and_the_session_is_left_as_it_was(db: Any) -> None:
+    from django.db import connection
+
+    from search.selectors import _within_budget
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('statement_timeout'), current_setting('enable_bitmapscan')")
+        before = cursor.fetchone()
+    # a statement past the budget: cancelled by PostgreSQL, None instead of an error
+    assert _within_budget("SELECT pg_sleep(1)", [], 50) is None
+    # one within it: its rows; a per-statement setting applies to it only
+    assert _within_budget("SELECT current_setting('enable_bitmapscan')", [], 5000, settings_sql="enable_bitmapscan = off") == [
+        ("off",)
+    ]
+    with connection.cursor() as cursor:  # this test's transaction goes on with its own settings
+        cursor.execute("SELECT current_setting('statement_timeout'), current_setting('enable_bitmapscan')")
+        assert cursor.fetchone() == before
+        cursor.execute("SELECT pg_sleep(0.1)")  # no longer under a 50 ms budget

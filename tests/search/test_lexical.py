@@ -148,10 +148,40 @@ def test_search_reads_statistics_and_counts_nothing(django_assert_max_num_querie
         make_item(title=f"Item {i}", body=f"osprey nest {i}")
     build()
     lexical("nest")  # warm the synonym cache
-    # statistics + the readable-vocabulary probe (expansion.visible_df) + one scoring query + hit hydration;
-    # no COUNT over the corpus
-    with django_assert_max_num_queries(5) as captured:
+    # statistics + the readable-vocabulary probe (expansion.visible_df) + candidates from the postings + one
+    # scoring query + hit hydration; no COUNT over the corpus
+    with django_assert_max_num_queries(6) as captured:
         lexical("osprey")
     sql = " ".join(q["sql"] for q in captured.captured_queries).lower()
-    assert "search_term_stats" in sql and "search_corpus_stats" in sql
+    assert "search_term_stats" in sql and "search_corpus_stats" in sql and "search_postings" in sql
     assert "ts_stat" not in sql and "count(*) from search_chunk" not in sql
+
+
+def test_chunks_written_after_the_build_are_found_before_the_next_one():
+    # given: a built index, then an item whose chunks got their columns but no statistics or postings yet
+    from search.services import indexing
+
+    make_item(title="Old", body="A note about harbours.")
+    build()
+    make_item(title="Fresh", body="The quokka census, island by island.")
+    indexing.columns_build()
+    # when
+    result = lexical("quokka census")
+    # then: found through the live indexes (chunk ids past the postings' snapshot)
+    assert titles(result) == ["Fresh"]
+
+
+def test_a_narrow_filter_past_the_pruned_candidates_still_finds_its_matches(settings, monkeypatch):
+    # given: 25 strong matches in one domain and a weak one in another; a candidate pool of 20 chunks
+    from search.services import lexical as lexical_lane
+
+    settings.SEARCH = {**settings.SEARCH, "LANE_DEPTH": 10}
+    monkeypatch.setattr(lexical_lane, "CANDIDATES", 1)
+    for i in range(25):
+        make_item(title=f"Walrus {i}", body="walrus walrus walrus colony", primary_domain="arctic")
+    make_item(title="Zoo map", body="The aquarium, the penguins and one walrus.", primary_domain="zoo")
+    build()
+    # when: the filter excludes every chunk of the pruned pool
+    result = lexical("walrus", filters=SearchFilters(domain=("zoo",)), limit=5)
+    # then: the lane noticed the pool ran dry and scored every match
+    assert titles(result) == ["Zoo map"]
