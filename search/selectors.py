@@ -127,10 +127,10 @@ def _like_pattern(text: str) -> str:
 
 
 def _within_budget(
-    sql: str, params: list[Any], budget_ms: int, *, settings_sql: str | None = None
+    sql: str, params: list[Any], budget_ms: int, *, setting: tuple[str, str] | None = None
 ) -> list[tuple[Any, ...]] | None:
     """The rows of ``sql``, or None when it ran past ``budget_ms`` (cancelled by PostgreSQL, nothing left
-    behind). ``settings_sql`` (``name = value``) applies to this statement only."""
+    behind). ``setting`` (a PostgreSQL parameter name and value) applies to this statement only."""
     outer = connection.in_atomic_block  # SET LOCAL would outlive our savepoint: restore it then
     with connection.cursor() as cursor:
         try:
@@ -141,8 +141,8 @@ def _within_budget(
                 )
                 (previous_timeout, _) = cursor.fetchone()
                 previous_setting = None
-                if settings_sql:
-                    name, value = (part.strip() for part in settings_sql.split("="))
+                if setting:
+                    name, value = setting
                     cursor.execute("SELECT current_setting(%s), set_config(%s, %s, true)", [name, name, value])
                     previous_setting = (name, cursor.fetchone()[0])
                 cursor.execute(sql, params)
@@ -192,7 +192,7 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     # index hands back thousands to sort, while walking titles newest first finds 8 within a few rows.
     rows = _within_budget(title_sql, title_params, budget_ms)
     if rows is None:
-        rows = _within_budget(title_sql, title_params, budget_ms, settings_sql="enable_bitmapscan = off") or []
+        rows = _within_budget(title_sql, title_params, budget_ms, setting=("enable_bitmapscan", "off")) or []
     title_ids = [r[0] for r in rows]
     content_ids: list[int] = []
     if len(title_ids) < limit:

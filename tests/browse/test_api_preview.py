@@ -110,3 +110,27 @@ def test_preview_query_count_is_bounded(client: Client, django_assert_max_num_qu
     # one query reads the hits. Nothing scales with the corpus or the number of matches.
     with django_assert_max_num_queries(11):
         assert client.get("/api/search/preview", {"q": "tender"}).json()["count"] == 8
+
+
+def test_steps_past_their_budget_retry_titles_newest_first_and_skip_content(
+    client: Client, monkeypatch: Any
+) -> None:
+    # given: every first attempt at a step runs out of its budget (as a common fragment does at scale)
+    import search.selectors as selectors
+
+    make_item(title="Tender checklist", body="Nothing here.")
+    make_item(title="Something else", body="Mentions the tender once.")
+    build()
+    real = selectors._within_budget
+    calls: list[tuple[str, Any]] = []
+
+    def first_attempt_runs_out(sql: str, params: list[Any], budget_ms: int, *, setting: Any = None) -> Any:
+        calls.append(("content" if "search_chunk" in sql else "title", setting))
+        return real(sql, params, budget_ms, setting=setting) if setting else None
+
+    monkeypatch.setattr(selectors, "_within_budget", first_attempt_runs_out)
+    # when
+    data = client.get("/api/search/preview", {"q": "tender"}).json()
+    # then: the title step was retried walking titles newest first; the content step was skipped
+    assert calls == [("title", None), ("title", ("enable_bitmapscan", "off")), ("content", None)]
+    assert [r["title"] for r in data["results"]] == ["Tender checklist"]

@@ -124,9 +124,9 @@ def test_a_preview_step_past_its_budget_is_cancelled_and_the_session_is_left_as_
     # a statement past the budget: cancelled by PostgreSQL, None instead of an error
     assert _within_budget("SELECT pg_sleep(1)", [], 50) is None
     # one within it: its rows; a per-statement setting applies to it only
-    assert _within_budget("SELECT current_setting('enable_bitmapscan')", [], 5000, settings_sql="enable_bitmapscan = off") == [
-        ("off",)
-    ]
+    assert _within_budget(
+        "SELECT current_setting('enable_bitmapscan')", [], 5000, setting=("enable_bitmapscan", "off")
+    ) == [("off",)]
     with connection.cursor() as cursor:  # this test's transaction goes on with its own settings
         cursor.execute("SELECT current_setting('statement_timeout'), current_setting('enable_bitmapscan')")
         assert cursor.fetchone() == before
