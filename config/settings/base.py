@@ -181,6 +181,8 @@ SEARCH = {
     "LEXICAL_WEIGHT": env.env_float("SEARCH_LEXICAL_WEIGHT", 1.0, minimum=0.0, maximum=10.0),
     "VECTOR_WEIGHT": env.env_float("SEARCH_VECTOR_WEIGHT", 1.0, minimum=0.0, maximum=10.0),
     "LANE_DEPTH": env.env_int("SEARCH_LANE_DEPTH", 200, minimum=10, maximum=2000),
+    # Hits of the vector lane in a hybrid search (alone, it goes to LANE_DEPTH): see docs/benchmarks.md.
+    "VECTOR_DEPTH": env.env_int("SEARCH_VECTOR_DEPTH", 200, minimum=10, maximum=2000),
     # Threads (each with a database connection) that run the vector lane beside the lexical lane;
     # 0 runs the lanes one after the other (search.services.lanes).
     "LANE_THREADS": env.env_int("SEARCH_LANE_THREADS", 4, minimum=0, maximum=64),

@@ -6,6 +6,7 @@ Adapters render spans their own way (``<mark>`` in HTML, offsets in MCP); nothin
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from search import analysis
@@ -15,28 +16,39 @@ from search.types import Span
 PASSAGE_CHARS = 480
 
 
-def _body_matcher(parsed: ParsedQuery, language: str, extra_forms: Sequence[Any] = ()):  # type: ignore[no-untyped-def]
+@lru_cache(maxsize=256)  # one matcher per query and language: the hits of a page share its memo
+def _body_matcher(parsed: ParsedQuery, language: str, extra_forms: tuple[Any, ...] = ()):  # type: ignore[no-untyped-def]
     surfaces = {s for t in parsed.terms for s in t.surfaces} | {e.form for e in extra_forms}
     stems = {s for t in parsed.terms for s in t.stems} | {s for e in extra_forms for s in e.stems}
     lang = language if language in analysis.STEM_LANGUAGES else "simple"
 
-    def matches(folded: str) -> bool:
-        if folded in surfaces:
-            return True
-        for variant in (folded, *analysis.arabic_clitic_variants(folded)):
-            if analysis.stem(variant, lang) in stems or variant in surfaces:
-                return True
-        return False
+    stops = analysis.all_stop_words()
+    seen: dict[str, bool] = {}  # texts repeat their words: decide each word as written once
+
+    def matches(word: str) -> bool:
+        """Whether ``word`` (as written, one ``analysis.WORD_RE`` match) is a query word in some form."""
+        known = seen.get(word)
+        if known is None:
+            folded = analysis.fold(word)
+            known = bool(folded) and folded not in stops and (
+                folded in surfaces
+                or any(
+                    analysis.stem(variant, lang) in stems or variant in surfaces
+                    for variant in (folded, *analysis.arabic_clitic_variants(folded))
+                )
+            )
+            seen[word] = known
+        return known
 
     return matches
 
 
 def body_spans(text: str, parsed: ParsedQuery, language: str, extra_forms: Sequence[Any] = ()) -> list[Span]:
+    """Offsets of the words of ``text`` that match the query (the tokens of ``analysis.tokens``)."""
     if not parsed.searchable or not text:
         return []
-    matches = _body_matcher(parsed, language, extra_forms)
-    stops = analysis.all_stop_words()
-    return [Span(t.start, t.end) for t in analysis.tokens(text) if t.folded not in stops and matches(t.folded)]
+    matches = _body_matcher(parsed, language, tuple(extra_forms))
+    return [Span(m.start(), m.end()) for m in analysis.WORD_RE.finditer(text) if matches(m.group(0))]
 
 
 def title_spans(title: str, parsed: ParsedQuery) -> list[Span]:

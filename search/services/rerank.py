@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
 from search import analysis
 from search.query_parser import ParsedQuery
@@ -39,17 +40,24 @@ class ItemSignals:
     decided: int = 0
 
 
-def _words(text: str, language: str) -> tuple[set[str], set[str]]:
+# Item texts (titles, summaries, keywords) come back in search after search: their word sets are cached.
+@lru_cache(maxsize=50_000)
+def _words(text: str, language: str) -> tuple[frozenset[str], frozenset[str]]:
     lang = language if language in analysis.STEM_LANGUAGES else "simple"
-    folded = {t.folded for t in analysis.tokens(text)}
-    return folded, {analysis.stem(f, lang) for f in folded}
+    folded = frozenset(t.folded for t in analysis.tokens(text))
+    return folded, frozenset(analysis.stem(f, lang) for f in folded)
+
+
+@lru_cache(maxsize=50_000)
+def _title_words(title: str) -> tuple[str, ...]:
+    return tuple(analysis.title_form(t.folded) for t in analysis.tokens(title))
 
 
 def _term_hits(parsed: ParsedQuery, text: str, language: str) -> int:
     if not text:
         return 0
     folded, stems = _words(text, language)
-    return sum(1 for t in parsed.terms if folded & set(t.surfaces) or stems & set(t.stems))
+    return sum(1 for t in parsed.terms if not folded.isdisjoint(t.surfaces) or not stems.isdisjoint(t.stems))
 
 
 def win_rate(won: int, decided: int) -> float:
@@ -60,10 +68,14 @@ def rerank_factor(parsed: ParsedQuery, signals: ItemSignals, now: datetime) -> f
     boost = 0.0
     n = len(parsed.terms)
     if n:
-        title_tokens = [analysis.title_form(t.folded) for t in analysis.tokens(signals.title)]
+        title_tokens = _title_words(signals.title)
+        title_tokens_set = frozenset(title_tokens)
         title_hits = sum(
             1 for t in parsed.terms
-            if any(tok == f or (t.prefix and tok.startswith(f)) for tok in title_tokens for f in t.title_forms)
+            if t.title_forms and (
+                not title_tokens_set.isdisjoint(t.title_forms)
+                or (t.prefix and any(tok.startswith(t.title_forms) for tok in title_tokens))
+            )
         )
         boost += TITLE_WEIGHT * title_hits / n
         boost += KEYWORD_WEIGHT * min(1, _term_hits(parsed, " ".join(signals.ai_keywords), signals.language))

@@ -160,8 +160,14 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
     wants_lexical = parsed.searchable and query.mode != "vector"
     wants_vector = query.mode != "lexical" or query.similar_to is not None
 
+    # Beside a lexical lane the vector lane hands fusion fewer hits (its deep ranks add little to RRF and
+    # HNSW cost grows with ef_search); alone (vector mode, similar_to) it goes as deep as the lexical lane.
+    vector_depth = (
+        max(settings.SEARCH["VECTOR_DEPTH"], offset + query.limit) if wants_lexical else depth
+    )
+
     def vector_lane() -> tuple[list[vector.VectorHit], list[str], float]:
-        return _vector_lane(query, parsed, corpus, items_qs, items_sql, depth)
+        return _vector_lane(query, parsed, corpus, items_qs, items_sql, vector_depth)
 
     # Both lanes at once when a lane thread is free (search.services.lanes). A lane thread sees committed
     # rows only, so never from inside a transaction (tests, a caller's atomic block).
