@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -16,14 +17,18 @@ from typing import Any, Literal
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 
+from search import analysis
+from search.analysis import folded_text
 from search.errors import InvalidCursor, InvalidQuery, NotFound
 from search.models import ContentItem
 from search.principal import Principal
 from search.query_parser import normalize_query_text
-from search.analysis import folded_text
 from search.types import MAX_LIMIT, PREVIEW_MAX_LIMIT, Corpus, SearchFilters
 
 logger = logging.getLogger(__name__)
+
+# A preview step is not started with less time than this left of the budget.
+MIN_STEP_MS = 2
 
 BrowseSort = Literal["newest", "title", "quality_score"]
 
@@ -130,7 +135,10 @@ def _within_budget(
     sql: str, params: list[Any], budget_ms: int, *, setting: tuple[str, str] | None = None
 ) -> list[tuple[Any, ...]] | None:
     """The rows of ``sql``, or None when it ran past ``budget_ms`` (cancelled by PostgreSQL, nothing left
-    behind). ``setting`` (a PostgreSQL parameter name and value) applies to this statement only."""
+    behind) or the budget is already too small to try. ``setting`` (a PostgreSQL parameter name and
+    value) applies to this statement only."""
+    if budget_ms < MIN_STEP_MS:
+        return None
     outer = connection.in_atomic_block  # SET LOCAL would outlive our savepoint: restore it then
     with connection.cursor() as cursor:
         try:
@@ -158,16 +166,70 @@ def _within_budget(
             return None
 
 
+def _postings_term(cleaned: str) -> tuple[str | None, bool]:
+    """The word of a typed fragment whose postings should gather the preview's content candidates, and
+    whether that is exact.
+
+    Exact: a middle word (both neighbours typed, so a whole word in every text holding the fragment) that
+    occurs in at most as many chunks as its postings keep: every chunk holding the fragment is in them.
+    Otherwise the rarest complete word (all but the last, which may be unfinished), or None.
+    """
+    words = [t.folded for t in analysis.tokens(cleaned)]
+    stops = analysis.all_stop_words()
+    complete = {w for w in words[:-1] if w not in stops}
+    if not complete:
+        return None, False
+    middle = {w for w in words[1:-1] if w not in stops}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT term, df, df <= cardinality(chunk_ids) FROM search_postings "
+            "WHERE field = 'surface' AND term = ANY(%s) ORDER BY df, term",
+            [sorted(complete)],
+        )
+        rows = cursor.fetchall()
+    for term, _, whole in rows:
+        if whole and term in middle:
+            return term, True
+    return (rows[0][0], False) if rows else (None, False)
+
+
+def _content_from_postings(
+    term: str,
+    pattern: str,
+    chunk_col: str,
+    items: tuple[str, list[Any]],
+    exclude: list[int],
+    wanted: int,
+    budget_ms: int,
+) -> list[tuple[Any, ...]] | None:
+    """Content matches checked only on the chunks where ``term`` weighs most (its impact-ordered postings,
+    best first): every row returned really holds the fragment. None when the budget ran out."""
+    items_sql, items_params = items
+    sql = f"""
+        SELECT c.item_id
+        FROM search_postings p CROSS JOIN LATERAL unnest(p.chunk_ids) WITH ORDINALITY AS u(id, n)
+        JOIN search_chunk c ON c.id = u.id
+        WHERE p.field = 'surface' AND p.term = %s
+          AND c.{chunk_col} AND c.folded_text LIKE %s ESCAPE '\\' AND c.item_id IN ({items_sql})
+          AND NOT (c.item_id = ANY(%s))
+        ORDER BY u.n LIMIT %s
+    """
+    return _within_budget(sql, [term, pattern, *items_params, exclude, wanted], budget_ms)
+
+
 def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[PreviewHit]:
     """Search-as-you-type: case- and accent-insensitive substring match, title matches first.
 
     ``\\``, ``%`` and ``_`` are escaped, so ``50%`` matches the literal text. Two bounded index
     lookups (trigram indexes on the folded title and the folded chunk text), never a scan-and-sort.
-    Each step has a time budget (``PREVIEW_STEP_BUDGET_MS``): a fragment made of common trigrams
-    ("men are mor") can make a trigram index hand back most of the corpus to re-check, and a preview
-    that arrives after the next keystroke is worth nothing. A title step past its budget is retried
-    walking titles newest first (fast exactly when the fragment is common); a content step past it is
-    skipped, leaving the title matches. The full search (Enter) is exhaustive.
+    The preview has a time budget (``PREVIEW_BUDGET_MS``, database time for all its steps): a fragment
+    made of common trigrams ("men are mor") can make a trigram index hand back most of a large corpus to
+    re-check, and a preview that arrives after the next keystroke is worth nothing. A title search past
+    half the budget is retried walking titles newest first (fast exactly when the fragment is common).
+    Content matches come from the postings of a typed middle word when that word's list is complete
+    (exact and bounded), else from the trigram index, else — past the budget — from the chunks where the
+    rarest typed word weighs most. Whatever is found is a real substring match; past the budget the
+    preview shows what it has. The full search (Enter) is exhaustive.
     """
     cleaned = normalize_query_text(text)
     if not cleaned:
@@ -181,7 +243,11 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     )
     revision_col = "live_revision_id" if corpus == "live" else "latest_revision_id"
     chunk_col = "in_live" if corpus == "live" else "in_latest"
-    budget_ms = int(settings.SEARCH["PREVIEW_STEP_BUDGET_MS"])
+    deadline = time.monotonic() + int(settings.SEARCH["PREVIEW_BUDGET_MS"]) / 1000
+
+    def left_ms(share: float = 1.0) -> int:
+        return int((deadline - time.monotonic()) * 1000 * share)
+
     title_sql = f"""
         SELECT i.id FROM search_contentitem i JOIN search_revision r ON r.id = i.{revision_col}
         WHERE r.title_folded LIKE %s ESCAPE '\\' AND i.id IN ({items_sql})
@@ -190,9 +256,10 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     title_params = [pattern, *items_params, limit]
     # A rare fragment: the trigram index finds its few titles at once. A common one ("there is"): the
     # index hands back thousands to sort, while walking titles newest first finds 8 within a few rows.
-    rows = _within_budget(title_sql, title_params, budget_ms)
+    # At most half the budget for the first try, so a common fragment has time left for the walk.
+    rows = _within_budget(title_sql, title_params, left_ms(0.5))
     if rows is None:
-        rows = _within_budget(title_sql, title_params, budget_ms, setting=("enable_bitmapscan", "off")) or []
+        rows = _within_budget(title_sql, title_params, left_ms(), setting=("enable_bitmapscan", "off")) or []
     title_ids = [r[0] for r in rows]
     content_ids: list[int] = []
     if len(title_ids) < limit:
@@ -202,9 +269,19 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
               AND NOT (c.item_id = ANY(%s))
             LIMIT %s
         """
-        rows = _within_budget(content_sql, [pattern, *items_params, title_ids, (limit - len(title_ids)) * 4], budget_ms)
+        wanted = (limit - len(title_ids)) * 4
+        # A middle word with a complete postings list holds every match: check only its chunks. Otherwise
+        # the trigram index; past its budget, the chunks where the rarest typed word weighs most.
+        term, exact = _postings_term(cleaned)
+        readable = (items_sql, items_params)
+        if term and exact:
+            rows = _content_from_postings(term, pattern, chunk_col, readable, title_ids, wanted, left_ms())
+        else:
+            rows = _within_budget(content_sql, [pattern, *items_params, title_ids, wanted], left_ms(0.6))
+            if rows is None and term:
+                rows = _content_from_postings(term, pattern, chunk_col, readable, title_ids, wanted, left_ms())
         if rows is None:
-            logger.info("preview: content matches for %r skipped after %s ms", cleaned[:60], budget_ms)
+            logger.info("preview: content matches for %r cut short by the time budget", cleaned[:60])
         for (item_id,) in rows or []:
             if item_id not in content_ids:
                 content_ids.append(item_id)

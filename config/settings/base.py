@@ -186,8 +186,8 @@ SEARCH = {
     # Threads (each with a database connection) that run the vector lane beside the lexical lane;
     # 0 runs the lanes one after the other (search.services.lanes).
     "LANE_THREADS": env.env_int("SEARCH_LANE_THREADS", 4, minimum=0, maximum=64),
-    # Each step of the live preview (titles, then content) gives up after this long (search.selectors).
-    "PREVIEW_STEP_BUDGET_MS": env.env_int("SEARCH_PREVIEW_STEP_BUDGET_MS", 15, minimum=1, maximum=10_000),
+    # Database time the live preview may spend on all its steps (titles, then content; search.selectors).
+    "PREVIEW_BUDGET_MS": env.env_int("SEARCH_PREVIEW_BUDGET_MS", 20, minimum=5, maximum=10_000),
     "DEFAULT_THRESHOLD": 0.35,
     "HNSW_EF_SEARCH": env.env_int("SEARCH_HNSW_EF_SEARCH", 100, minimum=10, maximum=1000),
     "HNSW_MAX_SCAN_TUPLES": env.env_int("SEARCH_HNSW_MAX_SCAN_TUPLES", 20000, minimum=100),

@@ -134,3 +134,49 @@ def test_steps_past_their_budget_retry_titles_newest_first_and_skip_content(
     # then: the title step was retried walking titles newest first; the content step was skipped
     assert calls == [("title", None), ("title", ("enable_bitmapscan", "off")), ("content", None)]
     assert [r["title"] for r in data["results"]] == ["Tender checklist"]
+
+
+def test_a_middle_word_with_a_complete_postings_list_finds_content_matches_exactly(
+    client: Client, monkeypatch: Any
+) -> None:
+    # given: the fragment's middle word "census" is rare, so its postings hold every chunk with it
+    import search.selectors as selectors
+
+    make_item(title="Island report", body="The annual quokka census island by island, with maps.")
+    make_item(title="Other report", body="A census of bridges, quokka free.")
+    build()
+    used: list[str] = []
+    real = selectors._content_from_postings
+
+    def spy(term: str, *args: Any) -> Any:
+        used.append(term)
+        return real(term, *args)
+
+    monkeypatch.setattr(selectors, "_content_from_postings", spy)
+    # when
+    data = client.get("/api/search/preview", {"q": "quokka census isl"}).json()
+    # then: only the chunks holding "census" were checked, and the substring decided
+    assert used == ["census"]
+    assert [r["title"] for r in data["results"]] == ["Island report"]
+
+
+def test_past_the_budget_content_comes_from_the_rarest_typed_words_postings(
+    client: Client, monkeypatch: Any
+) -> None:
+    # given: the trigram content search runs out of time (as a common fragment does at scale)
+    import search.selectors as selectors
+
+    make_item(title="Harbour notes", body="Tide tables for the harbour entrance, updated weekly.")
+    build()
+    real = selectors._within_budget
+
+    def trigram_content_runs_out(sql: str, params: list[Any], budget_ms: int, *, setting: Any = None) -> Any:
+        if "FROM search_chunk c" in sql and "search_postings" not in sql:
+            return None
+        return real(sql, params, budget_ms, setting=setting)
+
+    monkeypatch.setattr(selectors, "_within_budget", trigram_content_runs_out)
+    # when: "tables" is complete (the last word may be unfinished), "for" is a stop word
+    data = client.get("/api/search/preview", {"q": "tide tables for the harb"}).json()
+    # then
+    assert [r["title"] for r in data["results"]] == ["Harbour notes"]
