@@ -171,8 +171,9 @@ def _postings_term(cleaned: str) -> tuple[str | None, bool]:
     whether that is exact.
 
     Exact: a middle word (both neighbours typed, so a whole word in every text holding the fragment) that
-    occurs in at most as many chunks as its postings keep: every chunk holding the fragment is in them.
-    Otherwise the rarest complete word (all but the last, which may be unfinished), or None.
+    occurs in at most as many chunks as its postings keep: every chunk holding the fragment is in them, as
+    of the last build (a chunk written since then joins at the next, debounced, build). Otherwise the
+    rarest complete word (all but the last, which may be unfinished), or None.
     """
     words = [t.folded for t in analysis.tokens(cleaned)]
     stops = analysis.all_stop_words()
