@@ -132,11 +132,17 @@ def _like_pattern(text: str) -> str:
 
 
 def _within_budget(
-    sql: str, params: list[Any], budget_ms: int, *, setting: tuple[str, str] | None = None
+    sql: str, params: list[Any], budget_ms: int | None, *, setting: tuple[str, str] | None = None
 ) -> list[tuple[Any, ...]] | None:
     """The rows of ``sql``, or None when it ran past ``budget_ms`` (cancelled by PostgreSQL, nothing left
-    behind) or the budget is already too small to try. ``setting`` (a PostgreSQL parameter name and
-    value) applies to this statement only."""
+    behind) or the budget is already too small to try. ``budget_ms`` None: no budget. ``setting`` (a
+    PostgreSQL parameter name and value) applies to this statement only."""
+    if budget_ms is None and setting is None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+    if budget_ms is None:
+        budget_ms = int(settings.SEARCH["PREVIEW_BUDGET_MS"])
     if budget_ms < MIN_STEP_MS:
         return None
     outer = connection.in_atomic_block  # SET LOCAL would outlive our savepoint: restore it then
@@ -164,6 +170,22 @@ def _within_budget(
             if getattr(exc.__cause__, "sqlstate", None) != "57014":  # not our budget running out
                 raise
             return None
+
+
+_corpus_size: tuple[float, int] = (0.0, 0)  # (read at, chunks): the preview asks at most once a minute
+
+
+def _preview_budgeted() -> bool:
+    """Whether the corpus is large enough for the preview's time budget to matter (see preview_search)."""
+    global _corpus_size
+    read_at, chunks = _corpus_size
+    if time.monotonic() - read_at > 60:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT n_chunks FROM search_corpus_stats")
+            row = cursor.fetchone()
+        chunks = int(row[0]) if row else 0
+        _corpus_size = (time.monotonic(), chunks)
+    return chunks >= int(settings.SEARCH["PREVIEW_BUDGET_MIN_CHUNKS"])
 
 
 def _postings_term(cleaned: str) -> tuple[str | None, bool]:
@@ -201,7 +223,7 @@ def _content_from_postings(
     items: tuple[str, list[Any]],
     exclude: list[int],
     wanted: int,
-    budget_ms: int,
+    budget_ms: int | None,
 ) -> list[tuple[Any, ...]] | None:
     """Content matches checked only on the chunks where ``term`` weighs most (its impact-ordered postings,
     best first): every row returned really holds the fragment. None when the budget ran out."""
@@ -223,7 +245,8 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
 
     ``\\``, ``%`` and ``_`` are escaped, so ``50%`` matches the literal text. Two bounded index
     lookups (trigram indexes on the folded title and the folded chunk text), never a scan-and-sort.
-    The preview has a time budget (``PREVIEW_BUDGET_MS``, database time for all its steps): a fragment
+    On a corpus of ``PREVIEW_BUDGET_MIN_CHUNKS`` chunks or more the preview has a time budget
+    (``PREVIEW_BUDGET_MS``, database time for all its steps): a fragment
     made of common trigrams ("men are mor") can make a trigram index hand back most of a large corpus to
     re-check, and a preview that arrives after the next keystroke is worth nothing. A title search past
     half the budget is retried walking titles newest first (fast exactly when the fragment is common).
@@ -245,9 +268,12 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     revision_col = "live_revision_id" if corpus == "live" else "latest_revision_id"
     chunk_col = "in_live" if corpus == "live" else "in_latest"
     deadline = time.monotonic() + int(settings.SEARCH["PREVIEW_BUDGET_MS"]) / 1000
+    budgeted = _preview_budgeted()
 
-    def left_ms(share: float = 1.0) -> int:
-        return int((deadline - time.monotonic()) * 1000 * share)
+    def left_ms(share: float = 1.0) -> int | None:
+        """What is left of the budget (None on a small corpus: its index scans are never the slow kind, and
+        a loaded machine must not cut them short)."""
+        return int((deadline - time.monotonic()) * 1000 * share) if budgeted else None
 
     title_sql = f"""
         SELECT i.id FROM search_contentitem i JOIN search_revision r ON r.id = i.{revision_col}

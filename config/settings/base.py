@@ -188,6 +188,8 @@ SEARCH = {
     "LANE_THREADS": env.env_int("SEARCH_LANE_THREADS", 4, minimum=0, maximum=64),
     # Database time the live preview may spend on all its steps (titles, then content; search.selectors).
     "PREVIEW_BUDGET_MS": env.env_int("SEARCH_PREVIEW_BUDGET_MS", 20, minimum=5, maximum=10_000),
+    # ... from this many chunks on; below it the preview's index scans are never the slow kind.
+    "PREVIEW_BUDGET_MIN_CHUNKS": env.env_int("SEARCH_PREVIEW_BUDGET_MIN_CHUNKS", 20_000, minimum=0),
     "DEFAULT_THRESHOLD": 0.35,
     "HNSW_EF_SEARCH": env.env_int("SEARCH_HNSW_EF_SEARCH", 100, minimum=10, maximum=1000),
     "HNSW_MAX_SCAN_TUPLES": env.env_int("SEARCH_HNSW_MAX_SCAN_TUPLES", 20000, minimum=100),

@@ -100,23 +100,30 @@ def test_signed_in_users_have_their_own_budget(client: Client, user_client: Clie
     assert user_client.get("/api/search/preview", {"q": "policy"}).status_code == 200
 
 
-def test_preview_query_count_is_bounded(client: Client, django_assert_max_num_queries: Any) -> None:
+def test_preview_query_count_is_bounded(client: Client, django_assert_max_num_queries: Any, settings: Any) -> None:
     # given
     for i in range(10):
         make_item(title=f"Guide {i}", body="About tenders.")
     build()
-    # then: per step (title, content) the time budget is set and the query runs (inside this test's
-    # transaction the step also takes a savepoint, resets the budget and releases it: 5 per step); then
-    # one query reads the hits. Nothing scales with the corpus or the number of matches.
-    with django_assert_max_num_queries(11):
+    # then: titles, content, the hits, and (at most once a minute) the corpus size
+    with django_assert_max_num_queries(4):
+        assert client.get("/api/search/preview", {"q": "tender"}).json()["count"] == 8
+    # and on a corpus large enough for the time budget: per step the budget is set and the query runs
+    # (inside this test's transaction the step also takes a savepoint, resets the budget and releases it:
+    # 5 per step); nothing scales with the corpus or the number of matches
+    settings.SEARCH = {**settings.SEARCH, "PREVIEW_BUDGET_MIN_CHUNKS": 0}
+    with django_assert_max_num_queries(12):
         assert client.get("/api/search/preview", {"q": "tender"}).json()["count"] == 8
 
 
 def test_steps_past_their_budget_retry_titles_newest_first_and_skip_content(
-    client: Client, monkeypatch: Any
+    client: Client, monkeypatch: Any, settings: Any
 ) -> None:
-    # given: every first attempt at a step runs out of its budget (as a common fragment does at scale)
+    # given: a corpus under the time budget, and every first attempt at a step runs out of it (as a common
+    # fragment does at scale)
     import search.selectors as selectors
+
+    settings.SEARCH = {**settings.SEARCH, "PREVIEW_BUDGET_MIN_CHUNKS": 0}
 
     make_item(title="Tender checklist", body="Nothing here.")
     make_item(title="Something else", body="Mentions the tender once.")
@@ -161,10 +168,12 @@ def test_a_middle_word_with_a_complete_postings_list_finds_content_matches_exact
 
 
 def test_past_the_budget_content_comes_from_the_rarest_typed_words_postings(
-    client: Client, monkeypatch: Any
+    client: Client, monkeypatch: Any, settings: Any
 ) -> None:
     # given: the trigram content search runs out of time (as a common fragment does at scale)
     import search.selectors as selectors
+
+    settings.SEARCH = {**settings.SEARCH, "PREVIEW_BUDGET_MIN_CHUNKS": 0}
 
     make_item(title="Harbour notes", body="Tide tables for the harbour entrance, updated weekly.")
     build()
@@ -180,3 +189,27 @@ def test_past_the_budget_content_comes_from_the_rarest_typed_words_postings(
     data = client.get("/api/search/preview", {"q": "tide tables for the harb"}).json()
     # then
     assert [r["title"] for r in data["results"]] == ["Harbour notes"]
+
+
+def test_a_small_corpus_has_no_time_budget_so_a_loaded_machine_cannot_cut_its_preview(
+    client: Client, monkeypatch: Any
+) -> None:
+    # given: a small knowledge base (under PREVIEW_BUDGET_MIN_CHUNKS)
+    import search.selectors as selectors
+
+    make_item(title="Tender checklist", body="Nothing here.")
+    make_item(title="Something else", body="Mentions the tender once.")
+    build()
+    budgets: list[Any] = []
+    real = selectors._within_budget
+
+    def spy(sql: str, params: list[Any], budget_ms: Any, *, setting: Any = None) -> Any:
+        budgets.append(budget_ms)
+        return real(sql, params, budget_ms, setting=setting)
+
+    monkeypatch.setattr(selectors, "_within_budget", spy)
+    # when
+    data = client.get("/api/search/preview", {"q": "tender"}).json()
+    # then: both steps ran without a statement timeout
+    assert budgets == [None, None]
+    assert [r["title"] for r in data["results"]] == ["Tender checklist", "Something else"]
