@@ -18,3 +18,18 @@ def _lane_threads_closed_before_the_database_goes(django_db_setup, django_db_blo
     from search.services.lanes import lane_pool_close
 
     lane_pool_close()
+
+
+@pytest.fixture(autouse=True)
+def _rate_limit_window_pinned(monkeypatch):
+    """django-ratelimit counts in fixed windows of wall-clock time. A test that spends a budget (30 searches,
+    then the 31st is refused) must not straddle a window's edge, where its count would reset halfway: on a
+    slow machine that is a flake, not a finding. The window is pinned to the test's start; the limits are
+    otherwise exactly as in production (servers started in-process share the pin)."""
+    import time as real_time
+    import types
+
+    from django_ratelimit import core
+
+    pinned = real_time.time()
+    monkeypatch.setattr(core, "time", types.SimpleNamespace(time=lambda: pinned))
