@@ -10,7 +10,6 @@ import contextlib
 import os
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,42 +21,23 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from analytics.metrics import multiprocess_dir_prepare
 from analytics.models import QueryLog
-from tests.mcp_api.client import ROOT, database_url_for, free_port, mcp_calls
+from tests.mcp_api.client import database_url_for, mcp_calls, spawn_uvicorn
 
 WORKERS = 2
 
 
 @contextlib.contextmanager
 def two_worker_server(db_name: str, metrics_dir: Path, startup_timeout: float = 90.0) -> Iterator[str]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url_for(db_name),
-        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.test"),
-        "CONN_MAX_AGE": "0",
-        "LOG_LEVEL": "WARNING",
-        "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
-    }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "config.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            str(WORKERS),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
+    proc, base_url = spawn_uvicorn(
+        {
+            "DATABASE_URL": database_url_for(db_name),
+            "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.test"),
+            "CONN_MAX_AGE": "0",
+            "LOG_LEVEL": "WARNING",
+            "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
+        },
+        workers=WORKERS,
     )
-    base_url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + startup_timeout
         while True:

@@ -108,38 +108,40 @@ def database_url_for(db_name: str) -> str:
     return parsed._replace(path=f"/{db_name}").geturl()
 
 
+def spawn_uvicorn(env: dict[str, str], *, workers: int = 1, stdout: Any = None) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``uvicorn config.asgi:application`` as ``manage.py up`` does, in its own process group, with
+    ``env`` on top of this process's environment; returns the process and its base URL (not yet ready:
+    each caller waits for what it needs)."""
+    port = free_port()
+    command = [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
+               "--port", str(port), "--log-level", "warning"]
+    if workers > 1:
+        command += ["--workers", str(workers)]
+    proc = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env={**os.environ, **env},
+        start_new_session=True,
+        stdout=stdout,
+        stderr=subprocess.STDOUT if stdout is not None else None,
+    )
+    return proc, f"http://127.0.0.1:{port}"
+
+
 @contextlib.contextmanager
 def asgi_server(*, db_name: str, startup_timeout: float = 60.0) -> Iterator[str]:
     """Run ``uvicorn config.asgi:application`` against database ``db_name``; yields its base URL.
 
     Use with ``@pytest.mark.django_db(transaction=True)`` so the server sees the rows a test commits.
     """
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url_for(db_name),
-        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.test"),
-        "CONN_MAX_AGE": "0",  # hold no connection, so the test database can be dropped at the end
-        "LOG_LEVEL": os.environ.get("MCP_TEST_SERVER_LOG_LEVEL", "WARNING"),
-    }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "config.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
+    proc, base_url = spawn_uvicorn(
+        {
+            "DATABASE_URL": database_url_for(db_name),
+            "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.test"),
+            "CONN_MAX_AGE": "0",  # hold no connection, so the test database can be dropped at the end
+            "LOG_LEVEL": os.environ.get("MCP_TEST_SERVER_LOG_LEVEL", "WARNING"),
+        }
     )
-    base_url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + startup_timeout
         while True:

