@@ -324,7 +324,8 @@ def _is_query(sql: str) -> bool:
 
 def explain(fn: Callable[[str], Any], text: str, *, top: int = 1) -> list[dict[str, Any]]:
     """EXPLAIN (ANALYZE, BUFFERS) of the ``top`` slowest queries ``fn(text)`` runs, each re-run in a
-    rolled-back transaction after the ``SET`` statements that preceded it (e.g. ``hnsw.ef_search``)."""
+    rolled-back transaction after the ``SET`` statements (and ``set_config('hnsw.…')`` calls) that preceded
+    it; the preview's statement timeouts are not replayed."""
     with captured_statements() as statements:
         fn(text)
     ranked = sorted(
@@ -335,7 +336,7 @@ def explain(fn: Callable[[str], Any], text: str, *, top: int = 1) -> list[dict[s
         statement = statements[index]
         with transaction.atomic(), connection.cursor() as cursor:
             for earlier in statements[:index]:
-                if re.match(r"\s*SET\b", earlier.sql, re.I):
+                if re.match(r"\s*SET\b", earlier.sql, re.I) or "set_config('hnsw." in earlier.sql:
                     cursor.execute(earlier.sql, earlier.params)
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + statement.sql, statement.params)
             plan = "\n".join(r[0] for r in cursor.fetchall())
@@ -369,6 +370,26 @@ def _median_text(texts: list[str], latencies: list[float]) -> str:
 # --- the run ---
 
 
+def machine_speed(repeat: int = 5) -> dict[str, float]:
+    """Two fixed workloads (best of ``repeat``, ms), so runs on different days can be compared: these shared
+    machines vary by up to 2x from one day to the next, which moves every latency with them."""
+
+    def best(fn: Callable[[], Any]) -> float:
+        times = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - started) * 1000)
+        return round(min(times), 1)
+
+    def postgres() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM generate_series(1, 1000000)")
+            cursor.fetchone()
+
+    return {"python_ms": best(lambda: sum(i * i for i in range(1_000_000))), "postgres_ms": best(postgres)}
+
+
 def machine_info() -> dict[str, Any]:
     cpu = platform.processor() or ""
     try:
@@ -388,7 +409,7 @@ def machine_info() -> dict[str, Any]:
         cursor.execute("SELECT version()")
         pg = cursor.fetchone()[0]
         cursor.execute(
-            "SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s) ORDER BY name",
+            "SELECT name, current_setting(name) FROM pg_settings WHERE name = ANY(%s) ORDER BY name",
             [
                 [
                     "shared_buffers",
@@ -400,7 +421,7 @@ def machine_info() -> dict[str, Any]:
                 ]
             ],
         )
-        pg_settings = {name: f"{value}{unit or ''}" for name, value, unit in cursor.fetchall()}
+        pg_settings = dict(cursor.fetchall())
     try:
         commit = (
             subprocess.run(
@@ -415,6 +436,7 @@ def machine_info() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         commit = None
     return {
+        "speed": machine_speed(),
         "nproc": os.cpu_count(),
         "memory_gb": memory_gb,
         "cpu": cpu,

@@ -110,6 +110,17 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     return out
 
 
+def _speed_line(machine: dict[str, Any]) -> list[str]:
+    speed = machine.get("speed")
+    if not speed:
+        return []
+    return [
+        f"Machine speed at start (lower is faster; compare runs by these before comparing latencies): "
+        f"Python loop {speed['python_ms']} ms, PostgreSQL generate_series {speed['postgres_ms']} ms.",
+        "",
+    ]
+
+
 def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
     sizes = _sizes(results)
     m = results.get("machine", {})
@@ -120,6 +131,8 @@ def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
         f"Python {m.get('python')}; load average at start {loadavg}; "
         f"commit {m.get('git_commit')}, {m.get('started_at')}.",
         "",
+        *_speed_line(m),
+
         f"Corpus: {', '.join(sizes)} items, about {o.get('chunks_per_item')} chunks each, "
         f"seed {o.get('seed')}; "
         f"vectors: {o.get('embedding')} (deterministic). Queries: {o.get('queries')} per path "

@@ -64,6 +64,12 @@ def win_rate(won: int, decided: int) -> float:
     return won / decided if decided >= MIN_DECIDED_CITATIONS else 0.0
 
 
+def max_factor() -> float:
+    """The largest factor ``rerank_factor`` can return (every signal at its top); it is never below 1."""
+    boost = TITLE_WEIGHT + KEYWORD_WEIGHT + SUMMARY_WEIGHT + AUTHOR_WEIGHT + RECENCY_WEIGHT
+    return (1 + boost) * (1 + WIN_RATE_WEIGHT)
+
+
 def rerank_factor(parsed: ParsedQuery, signals: ItemSignals, now: datetime) -> float:
     boost = 0.0
     n = len(parsed.terms)

@@ -31,6 +31,11 @@ from search.types import MAX_LIMIT, Hit, RetrievalQuery, RetrievalResult, Span
 
 logger = logging.getLogger(__name__)
 
+HIT_ITEM_FIELDS = (
+    "pk", "external_id", "slug", "content_type", "primary_domain", "language", "updated_at",
+    "governance_review_status", "ai_keywords", "superseded_by_id",
+    "latest_revision__title", "latest_revision__summary", "live_revision__title", "live_revision__summary",
+)
 FACET_FIELDS = {"domain": "primary_domain", "content_type": "content_type", "layer": "layer", "language": "language"}
 
 
@@ -196,7 +201,7 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
         vec_hits, lane_degraded, timings["vector_ms"] = pending.result() if pending is not None else vector_lane()
         degraded.extend(lane_degraded)
 
-    ordered = _fuse(query, parsed, lex_hits, vec_hits)
+    ordered = _fuse(query, parsed, lex_hits, vec_hits, reach=offset + query.limit)
     total = len(ordered)
     page = ordered[offset : offset + query.limit]
     next_cursor = encode_cursor(offset + query.limit, fingerprint) if offset + query.limit < total else None
@@ -217,7 +222,10 @@ def _fuse(
     parsed: query_parser.ParsedQuery,
     lex_hits: list[lexical.LexicalHit],
     vec_hits: list[vector.VectorHit],
+    *,
+    reach: int,
 ) -> list[_Candidate]:
+    """Candidates best first. ``reach``: how many leading places must be exact (offset + limit)."""
     by_item = query.granularity == "item"
     candidates: dict[int, _Candidate] = {}
     lex_order: list[int] = []
@@ -252,12 +260,22 @@ def _fuse(
     k = settings.SEARCH["RRF_K"]
     fused = fusion.rrf([lex_order, vec_order], k=k, weights=weights)
     top = fusion.rrf_max(k=k, weights=weights)
-    signals = _signals({c.item_id for c in candidates.values()})
-    now = timezone.now()
     for key, cand in candidates.items():
-        base = fused.get(key, 0.0) / top
+        cand.score = fused.get(key, 0.0) / top
+    # Rerank factors are at least 1 and at most rerank.max_factor(), so a candidate whose fused score
+    # times that maximum stays below the reach-th fused score can never reach the first ``reach`` places:
+    # only the others need their signals read and scored. Places past ``reach`` keep the fused order (a
+    # later page asks for a larger reach, so every page shown is exact).
+    scores = sorted((c.score for c in candidates.values()), reverse=True)
+    bound = scores[reach - 1] if len(scores) >= reach else 0.0
+    ceiling = rerank.max_factor()
+    reachable = [c for c in candidates.values() if c.score * ceiling >= bound]
+    signals = _signals({c.item_id for c in reachable})
+    now = timezone.now()
+    for cand in reachable:
         item_signals = signals.get(cand.item_id)
-        cand.score = base * (rerank.rerank_factor(parsed, item_signals, now) if item_signals else 1.0)
+        if item_signals:
+            cand.score *= rerank.rerank_factor(parsed, item_signals, now)
     return sorted(candidates.values(), key=lambda c: (-c.score, c.lanes.get("lexical", 10**9), c.key))
 
 
@@ -304,17 +322,19 @@ def _facets(ordered: list[_Candidate]) -> dict[str, dict[str, int]]:
 def _hits(page: list[_Candidate], parsed: query_parser.ParsedQuery, expansions: tuple[Any, ...] = ()) -> list[Hit]:
     if not page:
         return []
+    # Only what a hit shows: revision bodies and the item's bookkeeping columns stay in the database.
     items = {
         i.pk: i
-        for i in ContentItem.objects.filter(pk__in={c.item_id for c in page}).select_related(
-            "latest_revision", "live_revision"
-        )
+        for i in ContentItem.objects.filter(pk__in={c.item_id for c in page})
+        .select_related("latest_revision", "live_revision")
+        .only(*HIT_ITEM_FIELDS)
+        .order_by()
     }
     chunks = {
         c.pk: c
         for c in Chunk.objects.filter(pk__in={c.chunk_id for c in page}).select_related("revision").only(
             "pk", "text", "toc_path", "revision__title", "revision__summary", "revision_id"
-        )
+        ).order_by()
     }
     hits = []
     for cand in page:

@@ -188,9 +188,15 @@ def vector_search(
         params.append(exclude_item)
     params += [literal, limit]
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
-        cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(settings.SEARCH["HNSW_EF_SEARCH"], min(limit, 1000))])
-        cursor.execute("SET LOCAL hnsw.max_scan_tuples = %s", [settings.SEARCH["HNSW_MAX_SCAN_TUPLES"]])
+        # One round trip for the three scan settings (each is local to this transaction).
+        cursor.execute(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', %s, true)",
+            [
+                str(max(settings.SEARCH["HNSW_EF_SEARCH"], min(limit, 1000))),
+                str(settings.SEARCH["HNSW_MAX_SCAN_TUPLES"]),
+            ],
+        )
         cursor.execute(
             f"""
             SELECT c.id, c.item_id, 1 - ((c.embedding::vector({dims})) <=> %s::vector({dims})) AS similarity

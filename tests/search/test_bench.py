@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -243,4 +244,10 @@ def test_bench_command_runs_end_to_end(
     report = tmp_path / "report"
     for name in ("results.json", "results.md", "latency-percentiles.png", "baselines.png", "load.png"):
         assert (report / name).stat().st_size > 0
-    assert "| `hybrid` |" in (report / "results.md").read_text()
+    markdown = (report / "results.md").read_text()
+    assert "| `hybrid` |" in markdown
+    # the machine is described as PostgreSQL prints its settings, with the speed of two fixed workloads
+    machine = json.loads((report / "results.json").read_text())["machine"]
+    assert re.fullmatch(r"\d+(kB|MB|GB)", machine["postgres_settings"]["shared_buffers"])
+    assert machine["speed"]["python_ms"] > 0 and machine["speed"]["postgres_ms"] > 0
+    assert f"PostgreSQL generate_series {machine['speed']['postgres_ms']} ms" in markdown

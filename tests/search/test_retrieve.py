@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from search.errors import EmbeddingModelMismatch, InvalidCursor, InvalidQuery
 from search.principal import ANONYMOUS, Principal
-from search.services import embeddings, retrieve
+from search.services import embeddings, rerank, retrieve
 from search.services import vector as vector_service
 from search.services.fusion import rrf
 from search.types import RetrievalQuery, SearchFilters
@@ -129,6 +129,39 @@ def test_paging_reaches_every_counted_hit_and_cursor_is_bound_to_query():
         retrieve(query=RetrievalQuery(text="other words", limit=10, cursor=first.next_cursor))
     with pytest.raises(InvalidCursor):
         retrieve(query=RetrievalQuery(text="harbour", cursor="garbage!!"))
+
+
+@pytest.mark.django_db
+def test_pages_equal_one_long_page_although_only_reachable_candidates_are_reranked(monkeypatch):
+    # given: hybrid hits whose rerank signals (title, summary, recency) move them across page edges
+    words = ["tide", "crane", "berth", "quay", "pilot", "cargo", "ferry", "dock"]
+    for i in range(45):
+        make_item(
+            title=f"Harbour tide logistics {i}" if i % 3 == 0 else f"{words[i % 8].title()} note {i}",
+            body=" ".join(["harbour"] * (1 + (i * 7) % 5) + [words[(i * 5) % 8], words[(i * 3) % 8], "logistics"]),
+            summary="harbour operations" if i % 5 == 0 else "",
+            updated_at=timezone.now() - timedelta(days=(i * 7) % 90),
+        )
+    build()
+    query = dict(text="harbour tide logistics", mode="hybrid", threshold=0.0)
+
+    def pages() -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        long_page = retrieve(query=RetrievalQuery(limit=30, **query))
+        assert {"lexical", "vector"} <= {lane for h in long_page.hits for lane in h.lanes}
+        paged, cursor = [], None
+        for _ in range(3):
+            page = retrieve(query=RetrievalQuery(limit=10, cursor=cursor, **query))
+            paged += [(h.item_id, h.score) for h in page.hits]
+            cursor = page.next_cursor
+        return paged, [(h.item_id, h.score) for h in long_page.hits]
+
+    # then: every page is exactly the stretch of the long page it covers, scores included
+    paged, long_page = pages()
+    assert paged == long_page
+    # and the corpus does exercise the cut: claiming no signal can lift a candidate breaks the pages
+    monkeypatch.setattr(rerank, "max_factor", lambda: 1.0)
+    paged, long_page = pages()
+    assert paged != long_page
 
 
 @pytest.mark.django_db
