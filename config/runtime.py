@@ -24,20 +24,45 @@ logger = logging.getLogger(__name__)
 
 DATABASE_NAME = "kb"
 
-# Written once into postgresql.conf when the data folder is created. Chosen for this product's
-# workload on a small machine: vector index builds need a large maintenance_work_mem (the HNSW
-# build at 100k items took 413 s with the default), JIT only adds latency to short searches.
-POSTGRES_CONF = """
-# --- kb-search settings (config/runtime.py) ---
-shared_buffers = '1GB'
+# Appended to postgresql.conf (and rewritten there when it changes; read when the server starts). Chosen
+# for this product's workload on a small machine: vector index builds need a large maintenance_work_mem
+# (the HNSW build at 100k items took 413 s with the default), JIT only adds latency to short searches, and
+# shared_buffers follows PostgreSQL's own advice of a quarter of the memory: at 100k items the HNSW index
+# and the chunk table are about 1 GB each, and a search that reads them from the kernel's cache instead
+# of shared buffers is several times slower.
+CONF_MARKER = "# --- kb-search settings (config/runtime.py) ---"
+
+
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not on Linux
+        return 4 * 2**30
+
+
+def postgres_conf(memory_bytes: int | None = None) -> str:
+    """The settings block for a machine with ``memory_bytes`` of memory (this machine's by default)."""
+    mb = (memory_bytes or _memory_bytes()) // 2**20
+    shared_mb = max(128, min(8192, mb // 4))
+    cache_mb = max(512, mb // 2)
+    return f"""
+{CONF_MARKER}
+shared_buffers = '{shared_mb}MB'
 work_mem = '32MB'
 maintenance_work_mem = '2GB'
 max_parallel_maintenance_workers = 2
-effective_cache_size = '8GB'
+effective_cache_size = '{cache_mb}MB'
 random_page_cost = 1.1
 jit = off
 max_connections = 200
 """
+
+
+def conf_with_settings(text: str, block: str) -> str:
+    """``text`` (a postgresql.conf) with our block at its end, replacing an earlier one."""
+    head = text.split("\n" + CONF_MARKER, 1)[0] if CONF_MARKER in text else text
+    return head.rstrip("\n") + "\n" + block
+
 
 _lock = threading.Lock()
 _pg_server: Any = None
@@ -52,9 +77,10 @@ def _server_class() -> type:
             fresh = not (self.pgdata / "PG_VERSION").exists()
             super().ensure_pgdata_inited()
             conf = self.pgdata / "postgresql.conf"
-            if fresh or "kb-search settings" not in conf.read_text():
-                with conf.open("a") as handle:
-                    handle.write(POSTGRES_CONF)
+            text = conf.read_text()
+            wanted = conf_with_settings(text, postgres_conf())
+            if fresh or wanted != text:
+                conf.write_text(wanted)
 
     return TunedPostgresServer
 

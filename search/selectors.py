@@ -314,7 +314,11 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
                 content_ids.append(item_id)
     ids = title_ids + content_ids[: limit - len(title_ids)]
     items = {
-        i.pk: i for i in ContentItem.objects.filter(pk__in=ids).select_related("live_revision", "latest_revision")
+        i.pk: i
+        for i in ContentItem.objects.filter(pk__in=ids)
+        .select_related("live_revision", "latest_revision")
+        .only("pk", "slug", "content_type", "primary_domain", "live_revision__title", "latest_revision__title")
+        .order_by()
     }
     hits = []
     for item_id in ids:

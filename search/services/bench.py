@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 
 from search import analysis, query_parser, selectors
@@ -370,6 +370,46 @@ def _median_text(texts: list[str], latencies: list[float]) -> str:
 # --- the run ---
 
 
+# Everything the measured paths read: tables, their TOAST tables and all their indexes.
+PREWARM_TABLES = (
+    "search_chunk", "search_postings", "search_term_stats", "search_corpus_stats", "search_revision",
+    "search_contentitem", "search_citation", "search_embeddingspace",
+)
+
+
+def prewarm(log: Callable[[str], None]) -> float | None:
+    """Read the searched relations into memory (pg_prewarm) before timing anything, so every run measures
+    the steady state of a server that has been answering for a while, not the disk: a kept database can
+    have been evicted from the kernel's cache since its last run. Returns the seconds it took, or None
+    when pg_prewarm is not available (the report says so)."""
+    started = time.perf_counter()
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+    except DatabaseError as exc:
+        log(f"  pg_prewarm is not available ({exc.__class__.__name__}): measuring from whatever is cached")
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.oid::regclass::text FROM pg_class c
+            WHERE c.relkind IN ('r', 'm', 'i', 't')
+              AND (c.relname = ANY(%s)
+                   OR c.oid IN (SELECT reltoastrelid FROM pg_class WHERE relname = ANY(%s))
+                   OR c.oid IN (SELECT indexrelid FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid
+                                WHERE t.relname = ANY(%s) OR t.oid IN (
+                                    SELECT reltoastrelid FROM pg_class WHERE relname = ANY(%s))))
+            ORDER BY pg_relation_size(c.oid) DESC
+            """,
+            [list(PREWARM_TABLES)] * 4,
+        )
+        relations = [r[0] for r in cursor.fetchall()]
+        for mode in ("read", "buffer"):  # the kernel's cache first, then shared buffers as far as they go
+            for relation in relations:
+                cursor.execute("SELECT pg_prewarm(%s::regclass, %s)", [relation, mode])
+    return time.perf_counter() - started
+
+
 def machine_speed(repeat: int = 5) -> dict[str, float]:
     """Two fixed workloads (best of ``repeat``, ms), so runs on different days can be compared: these shared
     machines vary by up to 2x from one day to the next, which moves every latency with them."""
@@ -499,12 +539,14 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
                         )
                 log(f"  corpus: {load.items} items, {load.chunks} chunks")
                 tsrank_s = baseline_ts_rank_build()
+                prewarm_s = prewarm(log)
                 results["build"][str(size)] = {
                     "items": load.items,
                     "chunks": load.chunks,
                     "reused": load.reused,
                     "seconds": {k: round(v, 2) for k, v in load.seconds.items()},
                     "baseline_ts_rank_table_s": round(tsrank_s, 2),
+                    "prewarm_s": round(prewarm_s, 2) if prewarm_s is not None else None,
                 }
                 measured, plans = _measure_in_process(opts, queries, progress=progress, size=size)
                 results["explain"][str(size)] = plans
@@ -526,6 +568,26 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
     return results
 
 
+def preview_completeness(texts: list[str]) -> dict[str, Any]:
+    """What the preview's time budget costs in results: each text is previewed within the budget (as
+    timed) and without it (every step runs to the end), and the report says how many previews that have
+    matches showed any, and how many showed as many as the unbudgeted one."""
+    counts = []
+    for text in texts:
+        within = len(path_preview(text))
+        with override_settings(SEARCH={**settings.SEARCH, "PREVIEW_BUDGET_MIN_CHUNKS": 10**15}):
+            unbounded = len(path_preview(text))
+        counts.append((within, unbounded))
+    with_matches = [(w, u) for w, u in counts if u]
+    return {
+        "previews": len(counts),
+        "with_matches": len(with_matches),
+        "showed_some": sum(1 for w, _ in with_matches if w),
+        "showed_all": sum(1 for w, u in with_matches if w >= u),
+        "budgeted": selectors._preview_budgeted(),
+    }
+
+
 def _measure_in_process(
     opts: BenchOptions, queries: BenchQueries, *, progress: ProgressFactory, size: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -544,6 +606,7 @@ def _measure_in_process(
             )
         measured[path] = {**percentiles(latencies), "n": len(latencies)}
         plans[path] = explain(fn, _median_text(texts, latencies), top=2 if path == "preview" else 1)
+    measured["preview"]["completeness"] = preview_completeness(queries.preview[: opts.baseline_queries])
     return measured, plans
 
 

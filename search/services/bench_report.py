@@ -136,7 +136,8 @@ def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
         f"Corpus: {', '.join(sizes)} items, about {o.get('chunks_per_item')} chunks each, "
         f"seed {o.get('seed')}; "
         f"vectors: {o.get('embedding')} (deterministic). Queries: {o.get('queries')} per path "
-        f"({o.get('baseline_queries')} per baseline) after {o.get('warmup')} warm-up queries; lane depth "
+        f"({o.get('baseline_queries')} per baseline) after {o.get('warmup')} warm-up queries, the searched "
+        f"tables and indexes read into memory first (pg_prewarm, see Build); lane depth "
         f"{o.get('lane_depth')}, hnsw.ef_search {o.get('hnsw_ef_search')}.",
         "",
         "### Latency per path (ms, p50 / p95 / p99)",
@@ -186,6 +187,25 @@ def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
         lines += ["", "### Targets", "", "| target | measured | met |", "|---|---|---|"]
         for name, measured, met in checks:
             lines.append(f"| {name} | {measured} | {'yes' if met else ('no' if met is False else '?')} |")
+    completeness = [(size, results["sizes"][size]["preview"].get("completeness")) for size in sizes]
+    if any(c for _, c in completeness):
+        lines += [
+            "",
+            "### What the preview's time budget costs in results",
+            "",
+            "The same typed fragments previewed within the budget (as timed above) and without it (every step "
+            "run to the end, however long). Fragments come from the SciFact claims, so many match nothing.",
+            "",
+            "| items | budget applies | fragments | with matches | showed some | showed all |",
+            "|---|---|---|---|---|---|",
+        ]
+        for size, c in completeness:
+            if c:
+                share = (lambda n: f"{n} ({100 * n / c['with_matches']:.0f}%)" if c["with_matches"] else str(n))
+                lines.append(
+                    f"| {size} | {'yes' if c['budgeted'] else 'no'} | {c['previews']} | {c['with_matches']} | "
+                    f"{share(c['showed_some'])} | {share(c['showed_all'])} |"
+                )
     loads = results.get("load_sizes") or (
         {str(results["load"]["items"]): results["load"]} if results.get("load") else {}
     )
@@ -211,8 +231,8 @@ def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
         "### Build (seconds)",
         "",
         "| items | chunks | " + "generate+COPY | secondary indexes | "
-        "VACUUM ANALYZE | term statistics | HNSW index | ts_rank baseline table |",
-        "|---|---|---|---|---|---|---|---|",
+        "VACUUM ANALYZE | term statistics | HNSW index | ts_rank baseline table | prewarm |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for size in sizes:
         b = results["build"][size]
@@ -222,7 +242,8 @@ def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
             f"| {size}{reused} | {b['chunks']} | {_fmt(s.get('generate_copy'))} | "
             f"{_fmt(s.get('secondary_indexes'))} | {_fmt(s.get('vacuum_analyze'))} | "
             f"{_fmt(s.get('stats_refresh'))} | {_fmt(s.get('hnsw_index'))} | "
-            f"{_fmt(b.get('baseline_ts_rank_table_s'))} |"
+            f"{_fmt(b.get('baseline_ts_rank_table_s'))} | "
+            f"{_fmt(b.get('prewarm_s')) if b.get('prewarm_s') is not None else 'not available'} |"
         )
     for plot in plots or []:
         lines += ["", f"![{plot}](bench/{plot})"]

@@ -251,3 +251,10 @@ def test_bench_command_runs_end_to_end(
     assert re.fullmatch(r"\d+(kB|MB|GB)", machine["postgres_settings"]["shared_buffers"])
     assert machine["speed"]["python_ms"] > 0 and machine["speed"]["postgres_ms"] > 0
     assert f"PostgreSQL generate_series {machine['speed']['postgres_ms']} ms" in markdown
+    # and the preview's budget is accounted for: a small corpus has none, so it shows every match
+    completeness = paths["preview"]["completeness"]
+    assert completeness["previews"] == 21 and completeness["budgeted"] is False
+    assert completeness["showed_all"] == completeness["showed_some"] == completeness["with_matches"] > 0
+    assert "### What the preview's time budget costs in results" in markdown
+    # and the searched relations were read into memory before anything was timed
+    assert json.loads((report / "results.json").read_text())["build"]["200"]["prewarm_s"] > 0
