@@ -51,19 +51,26 @@ def body_spans(text: str, parsed: ParsedQuery, language: str, extra_forms: Seque
     return [Span(m.start(), m.end()) for m in analysis.WORD_RE.finditer(text) if matches(m.group(0))]
 
 
+@lru_cache(maxsize=256)
+def _title_forms(parsed: ParsedQuery) -> tuple[frozenset[str], tuple[str, ...]]:
+    """Every term's title forms, and the forms of prefix terms (a title word may start with those)."""
+    exact = frozenset(f for t in parsed.terms for f in t.title_forms)
+    prefixes = tuple(sorted({f for t in parsed.terms if t.prefix for f in t.title_forms}))
+    return exact, prefixes
+
+
 def title_spans(title: str, parsed: ParsedQuery) -> list[Span]:
     """Title words as written (article stripped) or starting with a query word; never by stem."""
     if not parsed.searchable:
         return []
+    exact, prefixes = _title_forms(parsed)
     spans = []
     for token in analysis.tokens(title):
         if token.folded in analysis.TITLE_ARTICLES:
             continue
         form = analysis.title_form(token.folded)
-        for term in parsed.terms:
-            if any(form == f or (term.prefix and form.startswith(f)) for f in term.title_forms):
-                spans.append(Span(token.start, token.end))
-                break
+        if form in exact or (prefixes and form.startswith(prefixes)):
+            spans.append(Span(token.start, token.end))
     return spans
 
 
