@@ -188,14 +188,13 @@ def vector_search(
         params.append(exclude_item)
     params += [literal, limit]
     with transaction.atomic(), connection.cursor() as cursor:
-        # One round trip for the three scan settings (each is local to this transaction).
+        # One round trip for the three scan settings (each is local to this transaction). ef_search is the
+        # graph search's candidate list, not a cap: the iterative scan goes on past it until ``limit`` rows
+        # (or max_scan_tuples) are read, so a deeper lane costs more only when it needs the rows.
         cursor.execute(
             "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
             "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', %s, true)",
-            [
-                str(max(settings.SEARCH["HNSW_EF_SEARCH"], min(limit, 1000))),
-                str(settings.SEARCH["HNSW_MAX_SCAN_TUPLES"]),
-            ],
+            [str(settings.SEARCH["HNSW_EF_SEARCH"]), str(settings.SEARCH["HNSW_MAX_SCAN_TUPLES"])],
         )
         cursor.execute(
             f"""

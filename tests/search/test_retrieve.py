@@ -68,6 +68,30 @@ def test_vector_lane_filters_inside_the_scan_fill_the_limit():
 
 
 @pytest.mark.django_db
+def test_vector_lane_searches_with_the_configured_ef_search_and_still_fills_a_deeper_lane(settings):
+    # given: 60 items, and an HNSW candidate list (ef_search) shorter than the lane depth asked for
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.SEARCH = {**settings.SEARCH, "HNSW_EF_SEARCH": 10}
+    for i in range(60):
+        make_item(title=f"Note {i}", body=f"harbour tide table number {i} for the quay")
+    build()
+    qvec = vector_service.query_embedding("harbour tide table")
+    from search.services.retrieve import searchable_items
+
+    items_sql = searchable_items(RetrievalQuery(text="x"), "live").values("id").query.sql_with_params()
+    # when
+    with CaptureQueriesContext(connection) as queries:
+        hits = vector_service.vector_search(vector=qvec, corpus="live", items_sql=items_sql, limit=40)
+    # then: the graph search used the configured ef_search (not the depth), and the iterative scan went on
+    # past it to the 40 rows asked for, nearest first
+    assert any("set_config('hnsw.ef_search', '10', true)" in q["sql"] for q in queries.captured_queries)
+    assert len(hits) == 40
+    assert [h.similarity for h in hits] == sorted((h.similarity for h in hits), reverse=True)
+
+
+@pytest.mark.django_db
 def test_vector_threshold_drops_weak_matches():
     make_item(title="Alpha", body="kiwi mango papaya")
     build()
