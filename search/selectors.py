@@ -9,11 +9,13 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+import psycopg
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 
@@ -29,6 +31,15 @@ logger = logging.getLogger(__name__)
 
 # A preview step is not started with less time than this left of the budget.
 MIN_STEP_MS = 2
+# What the preview keeps of its budget for the work after its steps (reading the hits' titles, about 1 ms,
+# and Python): measured at 100k items, see docs/benchmarks.md.
+FINAL_READ_MS = 3
+# Postings a bounded content pass checks per millisecond of budget left: at 100k items one check (a chunk
+# read and its LIKE) took about 13 µs and the statement's round trip and planning about 2.5 ms; this plans
+# for half that speed, so the pass ends before its statement timeout and shows what it found.
+POSTINGS_CHECKS_PER_MS = 15
+_SETTING_NAME = re.compile(r"[a-z_]+")
+_SETTING_VALUE = re.compile(r"[a-z0-9]+")
 
 BrowseSort = Literal["newest", "title", "quality_score"]
 
@@ -145,8 +156,25 @@ def _within_budget(
         budget_ms = int(settings.SEARCH["PREVIEW_BUDGET_MS"])
     if budget_ms < MIN_STEP_MS:
         return None
+    if setting and not (_SETTING_NAME.fullmatch(setting[0]) and _SETTING_VALUE.fullmatch(setting[1])):
+        raise ValueError(f"not a PostgreSQL setting this code sets: {setting!r}")
     outer = connection.in_atomic_block  # SET LOCAL would outlive our savepoint: restore it then
     with connection.cursor() as cursor:
+        if not outer and connection.get_autocommit() and isinstance(cursor.cursor, psycopg.ClientCursor):
+            # One round trip: the statements of one simple-query message run as one implicit transaction,
+            # so SET LOCAL holds for this statement only (PostgreSQL times each statement on its own).
+            prefix = f"SET LOCAL statement_timeout = {int(budget_ms)}; "
+            if setting:
+                prefix += f"SET LOCAL {setting[0]} = {setting[1]}; "
+            try:
+                cursor.execute(prefix + sql, params)
+                while cursor.description is None and cursor.nextset():
+                    pass
+                return cursor.fetchall()
+            except OperationalError as exc:
+                if getattr(exc.__cause__, "sqlstate", None) != "57014":
+                    raise
+                return None
         try:
             with transaction.atomic():
                 cursor.execute(
@@ -216,6 +244,23 @@ def _postings_term(cleaned: str) -> tuple[str | None, bool]:
     return (rows[0][0], False) if rows else (None, False)
 
 
+def _completion_term(cleaned: str) -> str | None:
+    """For a fragment without a complete word ("kidn", "the kidn"): the corpus's most frequent word that
+    starts with the last typed word, or None (a stop word, under 3 letters, or no such word)."""
+    words = [t.folded for t in analysis.tokens(cleaned)]
+    if not words or len(words[-1]) < 3 or words[-1] in analysis.all_stop_words():
+        return None
+    last = words[-1]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT term FROM search_postings WHERE field = 'surface' AND term >= %s AND term < %s "
+            "AND starts_with(term, %s) ORDER BY df DESC, term LIMIT 1",
+            [last, last + "\U0010ffff", last],
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
 def _content_from_postings(
     term: str,
     pattern: str,
@@ -224,20 +269,31 @@ def _content_from_postings(
     exclude: list[int],
     wanted: int,
     budget_ms: int | None,
+    *,
+    depth: int | None = None,
 ) -> list[tuple[Any, ...]] | None:
     """Content matches checked only on the chunks where ``term`` weighs most (its impact-ordered postings,
-    best first): every row returned really holds the fragment. None when the budget ran out."""
+    best first; the first ``depth`` of them when given): every row returned really holds the fragment.
+    None when the budget ran out."""
     items_sql, items_params = items
+    postings = "p.chunk_ids" if depth is None else f"p.chunk_ids[1:{int(depth)}]"
     sql = f"""
         SELECT c.item_id
-        FROM search_postings p CROSS JOIN LATERAL unnest(p.chunk_ids) WITH ORDINALITY AS u(id, n)
+        FROM search_postings p CROSS JOIN LATERAL unnest({postings}) WITH ORDINALITY AS u(id, n)
         JOIN search_chunk c ON c.id = u.id
         WHERE p.field = 'surface' AND p.term = %s
           AND c.{chunk_col} AND c.folded_text LIKE %s ESCAPE '\\' AND c.item_id IN ({items_sql})
           AND NOT (c.item_id = ANY(%s))
-        ORDER BY u.n LIMIT %s
-    """
+        LIMIT %s
+    """  # no ORDER BY: the join walks the postings in order, and a sort would check every one before the LIMIT
     return _within_budget(sql, [term, pattern, *items_params, exclude, wanted], budget_ms)
+
+
+def _checks_within(budget_ms: int | None, wanted: int) -> int | None:
+    """How many postings a bounded pass may check in ``budget_ms`` (None: no budget, check them all)."""
+    if budget_ms is None:
+        return None
+    return max(wanted, min(POSTINGS_CHECKS_PER_MS * budget_ms, 1000))
 
 
 def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[PreviewHit]:
@@ -246,15 +302,17 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     ``\\``, ``%`` and ``_`` are escaped, so ``50%`` matches the literal text. Two bounded index
     lookups (trigram indexes on the folded title and the folded chunk text), never a scan-and-sort.
     On a corpus of ``PREVIEW_BUDGET_MIN_CHUNKS`` chunks or more the preview has a time budget
-    (``PREVIEW_BUDGET_MS``, database time for all its steps): a fragment
+    (``PREVIEW_BUDGET_MS``, the whole call: its steps stop ``FINAL_READ_MS`` early to read their hits): a fragment
     made of common trigrams ("men are mor") can make a trigram index hand back most of a large corpus to
     re-check, and a preview that arrives after the next keystroke is worth nothing. A title search past
     half the budget is retried walking titles newest first (fast exactly when the fragment is common).
     Content matches come from the postings of a typed middle word when that word's list is complete
-    (exact and bounded), else from the trigram index, else — past the budget — from the chunks where the
-    rarest typed word weighs most. Whatever is found is a real substring match; past the budget the
-    preview shows what it has. The full search (Enter) is exhaustive.
+    (exact and bounded); else, for one typed word, first from the best chunks of its most frequent
+    completion; then from the trigram index, and past its share from as many of the chunks where the rarest
+    complete typed word weighs most as the time left allows. Whatever is found is a real substring match;
+    past the budget the preview shows what it has. The full search (Enter) is exhaustive.
     """
+    started = time.monotonic()
     cleaned = normalize_query_text(text)
     if not cleaned:
         raise InvalidQuery("q is required: type at least one character.", field="q")
@@ -267,7 +325,8 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     )
     revision_col = "live_revision_id" if corpus == "live" else "latest_revision_id"
     chunk_col = "in_live" if corpus == "live" else "in_latest"
-    deadline = time.monotonic() + int(settings.SEARCH["PREVIEW_BUDGET_MS"]) / 1000
+    # The budget covers the whole call: the steps stop early enough to leave time for reading their hits.
+    deadline = started + (int(settings.SEARCH["PREVIEW_BUDGET_MS"]) - FINAL_READ_MS) / 1000
     budgeted = _preview_budgeted()
 
     def left_ms(share: float = 1.0) -> int | None:
@@ -283,10 +342,11 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     title_params = [pattern, *items_params, limit]
     # A rare fragment: the trigram index finds its few titles at once. A common one ("there is"): the
     # index hands back thousands to sort, while walking titles newest first finds 8 within a few rows.
-    # At most half the budget for the first try, so a common fragment has time left for the walk.
+    # At most half the budget for the first try, so a common fragment has time left for the walk, and the
+    # walk leaves some for content matches.
     rows = _within_budget(title_sql, title_params, left_ms(0.5))
     if rows is None:
-        rows = _within_budget(title_sql, title_params, left_ms(), setting=("enable_bitmapscan", "off")) or []
+        rows = _within_budget(title_sql, title_params, left_ms(0.6), setting=("enable_bitmapscan", "off")) or []
     title_ids = [r[0] for r in rows]
     content_ids: list[int] = []
     if len(title_ids) < limit:
@@ -297,21 +357,41 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
             LIMIT %s
         """
         wanted = (limit - len(title_ids)) * 4
-        # A middle word with a complete postings list holds every match: check only its chunks. Otherwise
-        # the trigram index; past its budget, the chunks where the rarest typed word weighs most.
         term, exact = _postings_term(cleaned)
         readable = (items_sql, items_params)
+
+        def add(rows: list[tuple[Any, ...]] | None) -> None:
+            for (item_id,) in rows or []:
+                if item_id not in content_ids:
+                    content_ids.append(item_id)
+
         if term and exact:
+            # A middle word with a complete postings list holds every match: check only its chunks.
             rows = _content_from_postings(term, pattern, chunk_col, readable, title_ids, wanted, left_ms())
+            add(rows)
         else:
-            rows = _within_budget(content_sql, [pattern, *items_params, title_ids, wanted], left_ms(0.6))
-            if rows is None and term:
-                rows = _content_from_postings(term, pattern, chunk_col, readable, title_ids, wanted, left_ms())
+            completion = _completion_term(cleaned) if budgeted and term is None else None
+            if completion:
+                # One word, maybe unfinished: the best chunks of its most frequent completion nearly all hold
+                # it (a few ms), where the trigram index may hand back much of a large corpus to re-check.
+                budget = left_ms(0.5)
+                add(_content_from_postings(completion, pattern, chunk_col, readable, title_ids, wanted, budget,
+                                           depth=_checks_within(budget, wanted)))
+            rows = []
+            if len(content_ids) < limit - len(title_ids):
+                # The trigram index: exact, and fast unless the fragment is common. Past its share, the best
+                # chunks of the rarest complete typed word, as many as the time left allows (a pass the
+                # database cuts short would show nothing, so the pass is sized to end first).
+                rows = _within_budget(
+                    content_sql, [pattern, *items_params, title_ids + content_ids, wanted], left_ms(0.6)
+                )
+                if rows is None and term:
+                    budget = left_ms()
+                    add(_content_from_postings(term, pattern, chunk_col, readable, title_ids + content_ids,
+                                               wanted, budget, depth=_checks_within(budget, wanted)))
+                add(rows)
         if rows is None:
             logger.info("preview: content matches for %r cut short by the time budget", cleaned[:60])
-        for (item_id,) in rows or []:
-            if item_id not in content_ids:
-                content_ids.append(item_id)
     ids = title_ids + content_ids[: limit - len(title_ids)]
     items = {
         i.pk: i

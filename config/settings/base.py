@@ -186,7 +186,8 @@ SEARCH = {
     # Threads (each with a database connection) that run the vector lane beside the lexical lane;
     # 0 runs the lanes one after the other (search.services.lanes).
     "LANE_THREADS": env.env_int("SEARCH_LANE_THREADS", 4, minimum=0, maximum=64),
-    # Database time the live preview may spend on all its steps (titles, then content; search.selectors).
+    # Server time the live preview may take, all its steps (titles, then content) and reading its hits
+    # included (search.selectors).
     "PREVIEW_BUDGET_MS": env.env_int("SEARCH_PREVIEW_BUDGET_MS", 20, minimum=5, maximum=10_000),
     # ... from this many chunks on; below it the preview's index scans are never the slow kind.
     "PREVIEW_BUDGET_MIN_CHUNKS": env.env_int("SEARCH_PREVIEW_BUDGET_MIN_CHUNKS", 20_000, minimum=0),

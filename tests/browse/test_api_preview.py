@@ -138,9 +138,50 @@ def test_steps_past_their_budget_retry_titles_newest_first_and_skip_content(
     monkeypatch.setattr(selectors, "_within_budget", first_attempt_runs_out)
     # when
     data = client.get("/api/search/preview", {"q": "tender"}).json()
-    # then: the title step was retried walking titles newest first; the content step was skipped
-    assert calls == [("title", None), ("title", ("enable_bitmapscan", "off")), ("content", None)]
+    # then: the title step was retried walking titles newest first; both content steps (the best chunks of
+    # the word "tender" completes to, then the trigram index) ran out too
+    assert calls == [
+        ("title", None), ("title", ("enable_bitmapscan", "off")), ("content", None), ("content", None)
+    ]
     assert [r["title"] for r in data["results"]] == ["Tender checklist"]
+
+
+def test_one_typed_word_gets_content_matches_from_its_most_frequent_completion(
+    client: Client, monkeypatch: Any, settings: Any
+) -> None:
+    # given: a large-corpus preview (budgeted) where the trigram content search runs out of time
+    import search.selectors as selectors
+
+    settings.SEARCH = {**settings.SEARCH, "PREVIEW_BUDGET_MIN_CHUNKS": 0}
+    make_item(title="Harbour notes", body="Tender rules for the harbour, and tenders received.")
+    make_item(title="Quay notes", body="Tenderness of the quay wall; tender offers.")
+    make_item(title="Dock notes", body="Nothing about that here.")
+    build()
+    real = selectors._within_budget
+    checked: list[str] = []
+
+    def trigram_runs_out(sql: str, params: list[Any], budget_ms: int, *, setting: Any = None) -> Any:
+        if "search_postings" in sql:
+            checked.append(params[0])
+            return real(sql, params, budget_ms, setting=setting)
+        return None if "FROM search_chunk c" in sql else real(sql, params, budget_ms, setting=setting)
+
+    monkeypatch.setattr(selectors, "_within_budget", trigram_runs_out)
+    # when: "tende" is unfinished; "tender" is its most frequent completion in the corpus
+    data = client.get("/api/search/preview", {"q": "Tende"}).json()
+    # then: the chunks holding "tender" were checked, and each result really contains the fragment
+    assert checked == ["tender"]
+    assert sorted(r["title"] for r in data["results"]) == ["Harbour notes", "Quay notes"]
+
+
+def test_a_bounded_postings_pass_checks_what_the_time_left_allows() -> None:
+    import search.selectors as selectors
+
+    # no budget (a small corpus): every posting; a budget: in proportion, never fewer than wanted, at most all
+    assert selectors._checks_within(None, 32) is None
+    assert selectors._checks_within(2, 32) == 32
+    assert selectors._checks_within(6, 32) == 6 * selectors.POSTINGS_CHECKS_PER_MS
+    assert selectors._checks_within(10_000, 32) == 1000
 
 
 def test_a_middle_word_with_a_complete_postings_list_finds_content_matches_exactly(
