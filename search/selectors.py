@@ -162,12 +162,14 @@ def _within_budget(
     with connection.cursor() as cursor:
         if not outer and connection.get_autocommit() and isinstance(cursor.cursor, psycopg.ClientCursor):
             # One round trip: the statements of one simple-query message run as one implicit transaction,
-            # so SET LOCAL holds for this statement only (PostgreSQL times each statement on its own).
+            # so SET LOCAL holds for this statement only (PostgreSQL times each statement on its own). A
+            # timeout that fires as the statement ends, after its last interrupt check, would cancel
+            # whatever this connection runs next: the trailing pg_sleep(0) checks for it inside the message.
             prefix = f"SET LOCAL statement_timeout = {int(budget_ms)}; "
             if setting:
                 prefix += f"SET LOCAL {setting[0]} = {setting[1]}; "
             try:
-                cursor.execute(prefix + sql, params)
+                cursor.execute(f"{prefix}{sql}; SELECT pg_sleep(0)", params)
                 while cursor.description is None and cursor.nextset():
                     pass
                 return cursor.fetchall()
