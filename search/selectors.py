@@ -162,14 +162,15 @@ def _within_budget(
     with connection.cursor() as cursor:
         if not outer and connection.get_autocommit() and isinstance(cursor.cursor, psycopg.ClientCursor):
             # One round trip: the statements of one simple-query message run as one implicit transaction,
-            # so SET LOCAL holds for this statement only (PostgreSQL times each statement on its own). A
-            # timeout that fires as the statement ends, after its last interrupt check, would cancel
-            # whatever this connection runs next: the trailing pg_sleep(0) checks for it inside the message.
+            # so SET LOCAL holds for this message only (PostgreSQL times each statement on its own). A
+            # timeout that fires after a statement's last interrupt check (a busy machine can deschedule
+            # the backend there) would cancel whatever this connection runs next: so the message ends
+            # with the timeout off and pg_sleep(0), whose interrupt check takes any such cancel here.
             prefix = f"SET LOCAL statement_timeout = {int(budget_ms)}; "
             if setting:
                 prefix += f"SET LOCAL {setting[0]} = {setting[1]}; "
             try:
-                cursor.execute(f"{prefix}{sql}; SELECT pg_sleep(0)", params)
+                cursor.execute(f"{prefix}{sql}; SET LOCAL statement_timeout = 0; SELECT pg_sleep(0)", params)
                 while cursor.description is None and cursor.nextset():
                     pass
                 return cursor.fetchall()
