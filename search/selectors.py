@@ -275,8 +275,8 @@ def _content_from_postings(
     *,
     depth: int | None = None,
 ) -> list[tuple[Any, ...]] | None:
-    """Content matches checked only on the chunks where ``term`` weighs most (its impact-ordered postings,
-    best first; the first ``depth`` of them when given): every row returned really holds the fragment.
+    """Content matches checked only on the chunks where ``term`` weighs most (its impact-ordered postings;
+    the first ``depth`` of them when given): every row returned really holds the fragment.
     None when the budget ran out."""
     items_sql, items_params = items
     postings = "p.chunk_ids" if depth is None else f"p.chunk_ids[1:{int(depth)}]"
@@ -288,7 +288,8 @@ def _content_from_postings(
           AND c.{chunk_col} AND c.folded_text LIKE %s ESCAPE '\\' AND c.item_id IN ({items_sql})
           AND NOT (c.item_id = ANY(%s))
         LIMIT %s
-    """  # no ORDER BY: the join walks the postings in order, and a sort would check every one before the LIMIT
+    """  # no ORDER BY: rows come in postings order as the plan walks the array (not promised; any real
+    # match will do), whereas a sort would check every posting before the LIMIT
     return _within_budget(sql, [term, pattern, *items_params, exclude, wanted], budget_ms)
 
 
@@ -302,8 +303,8 @@ def _checks_within(budget_ms: int | None, wanted: int) -> int | None:
 def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[PreviewHit]:
     """Search-as-you-type: case- and accent-insensitive substring match, title matches first.
 
-    ``\\``, ``%`` and ``_`` are escaped, so ``50%`` matches the literal text. Two bounded index
-    lookups (trigram indexes on the folded title and the folded chunk text), never a scan-and-sort.
+    ``\\``, ``%`` and ``_`` are escaped, so ``50%`` matches the literal text. Bounded index lookups
+    (trigram indexes on the folded title and chunk text, the impact-ordered postings), never a scan-and-sort.
     On a corpus of ``PREVIEW_BUDGET_MIN_CHUNKS`` chunks or more the preview has a time budget
     (``PREVIEW_BUDGET_MS``, the whole call: its steps stop ``FINAL_READ_MS`` early to read their hits): a fragment
     made of common trigrams ("men are mor") can make a trigram index hand back most of a large corpus to
