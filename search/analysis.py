@@ -91,7 +91,7 @@ def is_arabic(word: str) -> bool:
 
 def arabic_clitic_variants(folded_word: str) -> list[str]:
     """``والخامسة`` → ``الخامسة``: a leading و or ف is also tried stripped (words of 4+ letters)."""
-    if is_arabic(folded_word) and folded_word[:1] in ARABIC_CLITICS and len(folded_word) >= 4:
+    if folded_word[:1] in ARABIC_CLITICS and len(folded_word) >= 4 and is_arabic(folded_word):
         return [folded_word[1:]]
     return []
 

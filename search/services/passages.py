@@ -16,27 +16,31 @@ from search.types import Span
 PASSAGE_CHARS = 480
 
 
+@lru_cache(maxsize=100_000)
+def _word_forms(word: str, lang: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """A word as written → its folded forms (Arabic clitic stripped too) and their stems; None for a stop
+    word. Query-independent, so a page's words are analysed once per process, not once per search."""
+    folded = analysis.fold(word)
+    if not folded or folded in analysis.all_stop_words():
+        return None
+    variants = (folded, *analysis.arabic_clitic_variants(folded))
+    return frozenset(variants), frozenset(analysis.stem(variant, lang) for variant in variants)
+
+
 @lru_cache(maxsize=256)  # one matcher per query and language: the hits of a page share its memo
 def _body_matcher(parsed: ParsedQuery, language: str, extra_forms: tuple[Any, ...] = ()):  # type: ignore[no-untyped-def]
-    surfaces = {s for t in parsed.terms for s in t.surfaces} | {e.form for e in extra_forms}
-    stems = {s for t in parsed.terms for s in t.stems} | {s for e in extra_forms for s in e.stems}
+    surfaces = frozenset({s for t in parsed.terms for s in t.surfaces} | {e.form for e in extra_forms})
+    stems = frozenset({s for t in parsed.terms for s in t.stems} | {s for e in extra_forms for s in e.stems})
     lang = language if language in analysis.STEM_LANGUAGES else "simple"
-
-    stops = analysis.all_stop_words()
     seen: dict[str, bool] = {}  # texts repeat their words: decide each word as written once
 
     def matches(word: str) -> bool:
-        """Whether ``word`` (as written, one ``analysis.WORD_RE`` match) is a query word in some form."""
+        """Whether ``word`` (as written, one ``analysis.WORD_RE`` match) is a query word in some form:
+        one of its folded forms is a query surface, or one of their stems a query stem."""
         known = seen.get(word)
         if known is None:
-            folded = analysis.fold(word)
-            known = bool(folded) and folded not in stops and (
-                folded in surfaces
-                or any(
-                    analysis.stem(variant, lang) in stems or variant in surfaces
-                    for variant in (folded, *analysis.arabic_clitic_variants(folded))
-                )
-            )
+            forms = _word_forms(word, lang)
+            known = forms is not None and not (forms[0].isdisjoint(surfaces) and forms[1].isdisjoint(stems))
             seen[word] = known
         return known
 
