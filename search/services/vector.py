@@ -11,6 +11,7 @@ import concurrent.futures
 import hashlib
 import logging
 import re
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,46 +168,95 @@ def item_vector(item_id: int, corpus: str) -> list[float] | None:
     return [float(x) for x in row[0].strip("[]").split(",")]
 
 
+# The HNSW scan settings each search needs, as a session's settings: set once per database connection
+# (in autocommit) rather than in a transaction of three more round trips per search.
+_SCAN_SETTINGS_SQL = (
+    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', %(local)s), "
+    "set_config('hnsw.ef_search', %(ef)s, %(local)s), set_config('hnsw.max_scan_tuples', %(tuples)s, %(local)s)"
+)
+_session_settings: weakref.WeakKeyDictionary[Any, tuple[str, str]] = weakref.WeakKeyDictionary()
+# The active space as this process last read it, per configured provider: the search checks it in its own
+# statement (a one-time filter that answers nothing when the space changed), so no query reads it first.
+_known_spaces: dict[tuple[str, int], tuple[str, int]] = {}
+
+
+def _scan_settings() -> tuple[str, str]:
+    return str(settings.SEARCH["HNSW_EF_SEARCH"]), str(settings.SEARCH["HNSW_MAX_SCAN_TUPLES"])
+
+
 def vector_search(
     *, vector: list[float], corpus: str, items_sql: tuple[str, list[Any]], limit: int, exclude_item: int | None = None
 ) -> list[VectorHit]:
     """Nearest chunks by cosine similarity. Access and filters are applied inside the index scan
     (pgvector iterative scan, bounded by ``max_scan_tuples``), so a narrow filter still fills ``limit``."""
-    space = active_space()
-    if len(vector) != space.dimensions:
+    provider = get_provider()
+    key = (provider.name, provider.dimensions)
+    known = _known_spaces.get(key)
+    if known is None:
+        space = active_space(provider=provider)
+        known = _known_spaces[key] = (space.model, int(space.dimensions))
+    rows = _nearest(vector, known, corpus, items_sql, limit, exclude_item)
+    if rows is None:  # the active space changed since this process read it
+        _known_spaces.pop(key, None)
+        space = active_space(provider=provider)
+        known = _known_spaces[key] = (space.model, int(space.dimensions))
+        rows = _nearest(vector, known, corpus, items_sql, limit, exclude_item) or []
+    hits = [VectorHit(r[0], r[1], float(r[2])) for r in rows]
+    hits.sort(key=lambda h: (-h.similarity, h.chunk_id))  # relaxed_order may be slightly out of order
+    return hits
+
+
+def _nearest(
+    vector: list[float],
+    space: tuple[str, int],
+    corpus: str,
+    items_sql: tuple[str, list[Any]],
+    limit: int,
+    exclude_item: int | None,
+) -> list[tuple[int, int, float]] | None:
+    """The lane's rows from the HNSW index of ``space``, or None when ``space`` is no longer the active one."""
+    model, dims = space
+    if len(vector) != dims:
         raise EmbeddingModelMismatch(
-            f"The query vector has {len(vector)} dimensions but the index holds {space.dimensions}; run "
+            f"The query vector has {len(vector)} dimensions but the index holds {dims}; run "
             "`python manage.py reembed`."
         )
-    dims = int(space.dimensions)
     literal = "[" + ",".join(repr(float(v)) for v in vector) + "]"
     items_query, items_params = items_sql
     corpus_col = "in_live" if corpus == "live" else "in_latest"
     exclude = "AND c.item_id <> %s" if exclude_item else ""
-    params: list[Any] = [literal, space.model, *items_params]
+    params: list[Any] = [literal, model, *items_params]
     if exclude_item:
         params.append(exclude_item)
     params += [literal, limit]
-    with transaction.atomic(), connection.cursor() as cursor:
-        # One round trip for the three scan settings (each is local to this transaction). ef_search is the
-        # graph search's candidate list, not a cap: the iterative scan goes on past it until ``limit`` rows
-        # (or max_scan_tuples) are read, so a deeper lane costs more only when it needs the rows.
-        cursor.execute(
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-            "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', %s, true)",
-            [str(settings.SEARCH["HNSW_EF_SEARCH"]), str(settings.SEARCH["HNSW_MAX_SCAN_TUPLES"])],
-        )
-        cursor.execute(
-            f"""
-            SELECT c.id, c.item_id, 1 - ((c.embedding::vector({dims})) <=> %s::vector({dims})) AS similarity
+    # One row (id -1) says whether ``model`` is still the active space; the nearest chunks come with it. ef_search is the graph search's candidate list, not a cap: the
+    # iterative scan goes on past it until ``limit`` rows (or max_scan_tuples) are read.
+    sql = f"""
+        SELECT -1, -1, 0.0, EXISTS (SELECT 1 FROM search_embeddingspace WHERE active AND model = %s)
+        UNION ALL (
+            SELECT c.id, c.item_id, 1 - ((c.embedding::vector({dims})) <=> %s::vector({dims})), true
             FROM search_chunk c
             WHERE c.embedding_model = %s AND c.{corpus_col} AND c.item_id IN ({items_query}) {exclude}
             ORDER BY (c.embedding::vector({dims})) <=> %s::vector({dims})
             LIMIT %s
-            """,
-            params,
         )
-        rows = cursor.fetchall()
-    hits = [VectorHit(r[0], r[1], float(r[2])) for r in rows]
-    hits.sort(key=lambda h: (-h.similarity, h.chunk_id))  # relaxed_order may be slightly out of order
-    return hits
+    """
+    params = [model, *params]
+    ef, tuples = _scan_settings()
+    if connection.in_atomic_block:  # a caller's transaction: settings local to a savepoint of it
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(_SCAN_SETTINGS_SQL, {"local": True, "ef": ef, "tuples": tuples})
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+    else:
+        connection.ensure_connection()
+        raw = connection.connection
+        with connection.cursor() as cursor:
+            if _session_settings.get(raw) != (ef, tuples):
+                cursor.execute(_SCAN_SETTINGS_SQL, {"local": False, "ef": ef, "tuples": tuples})
+                _session_settings[raw] = (ef, tuples)
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+    if not any(r[0] == -1 and r[3] for r in rows):
+        return None
+    return [(r[0], r[1], r[2]) for r in rows if r[0] != -1]

@@ -91,6 +91,49 @@ def test_vector_lane_searches_with_the_configured_ef_search_and_still_fills_a_de
     assert [h.similarity for h in hits] == sorted((h.similarity for h in hits), reverse=True)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_vector_lane_sets_its_scan_settings_once_per_connection_and_notices_a_changed_active_space(settings):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from search.models import Chunk, EmbeddingSpace
+    from search.services.retrieve import searchable_items
+
+    # given: a corpus, and a fresh database connection (autocommit, as in a request or a lane thread)
+    for i in range(12):
+        make_item(title=f"Note {i}", body=f"harbour tide table number {i} for the quay")
+    build()
+    qvec = vector_service.query_embedding("harbour tide table")
+    items_sql = searchable_items(RetrievalQuery(text="x"), "live").values("id").query.sql_with_params()
+    connection.close()
+
+    def search() -> list:
+        return vector_service.vector_search(vector=qvec, corpus="live", items_sql=items_sql, limit=5)
+
+    def setting(name: str) -> str:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SHOW {name}")
+            return cursor.fetchone()[0]
+
+    # when: three searches, the third after the configured ef_search changed
+    with CaptureQueriesContext(connection) as queries:
+        first, second = search(), search()
+        settings.SEARCH = {**settings.SEARCH, "HNSW_EF_SEARCH": 30}
+        third = search()
+    # then: the settings went to the connection's session twice (first use, then the change), not per search
+    sets = [q["sql"] for q in queries.captured_queries if "set_config('hnsw.ef_search'" in q["sql"]]
+    assert len(sets) == 2 and "'30', false" in sets[1]
+    assert (setting("hnsw.ef_search"), setting("hnsw.iterative_scan")) == ("30", "relaxed_order")
+    assert len(first) == 5 and first == second == third
+    # when: another process moved the corpus to another model (the active space changed under this one)
+    EmbeddingSpace.objects.update(active=False)
+    EmbeddingSpace.objects.create(model="other-model", dimensions=384, active=True)
+    Chunk.objects.filter(pk=first[0].chunk_id).update(embedding_model="other-model")
+    # then: the next search notices it in its own statement and refuses, as a fresh process would
+    with pytest.raises(EmbeddingModelMismatch, match="reembed"):
+        search()
+
+
 @pytest.mark.django_db
 def test_vector_threshold_drops_weak_matches():
     make_item(title="Alpha", body="kiwi mango papaya")
