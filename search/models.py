@@ -36,6 +36,11 @@ class ReviewStatus(models.TextChoices):
     OVERDUE = "review_overdue", "Review overdue"
 
 
+def item_path(slug: str) -> str:
+    """Where an item is read in the browse app (also used for hits read without a model instance)."""
+    return f"/items/{slug}"
+
+
 class ContentItem(models.Model):
     external_id = models.CharField(
         max_length=200, unique=True, help_text="Stable id from the import source; re-imports update in place."
@@ -100,7 +105,7 @@ class ContentItem(models.Model):
         return revision.title if revision else ""
 
     def get_absolute_url(self) -> str:
-        return f"/items/{self.slug}"
+        return item_path(self.slug)
 
 
 class Revision(models.Model):

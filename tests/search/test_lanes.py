@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -43,6 +44,60 @@ def test_hybrid_search_runs_the_vector_lane_in_a_lane_thread_with_the_same_resul
     assert threads_used and threads_used[0].startswith("kb-lane-")
     assert [h.item_id for h in side_by_side.hits] == [h.item_id for h in one_after_the_other.hits]
     assert side_by_side.hits and {"lexical", "vector"} <= set(side_by_side.hits[0].lanes)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_and_passages_read_while_the_vector_lane_runs_give_the_same_hits(settings: Any) -> None:
+    from search.services import hit_rows, passages
+
+    # given: committed rows, and a vector lane slow enough that the lexical lane is done first
+    for i in range(8):
+        make_item(title=f"Harbour guide {i}", body=f"Cranes, berths and tides in harbour {i}.",
+                  summary="harbour tides" if i % 2 else "")
+    build()
+    submit, item_rows, chunk_rows, make_passage = (
+        lanes.LanePool.submit, hit_rows.item_rows, hit_rows.chunk_rows, passages.make_passage
+    )
+    lane_done = threading.Event()
+    reads: list[tuple[str, bool, int]] = []  # (what, after the lane ended, how many)
+
+    def slow(self: lanes.LanePool, fn: Any) -> Any:
+        def wrapped() -> Any:
+            time.sleep(0.3)
+            try:
+                return fn()
+            finally:
+                lane_done.set()
+
+        return submit(self, wrapped)
+
+    def spy(what: str, fn: Any) -> Any:
+        def inner(ids: Any, *args: Any, **kwargs: Any) -> Any:
+            if threading.current_thread() is threading.main_thread():
+                reads.append((what, lane_done.is_set(), len(ids) if what != "passage" else 1))
+            return fn(ids, *args, **kwargs)
+
+        return inner
+
+    query = RetrievalQuery(text="harbour tides", limit=5, threshold=0.0)
+    # when
+    try:
+        lanes.LanePool.submit = slow  # type: ignore[method-assign]
+        hit_rows.item_rows, hit_rows.chunk_rows = spy("items", item_rows), spy("chunks", chunk_rows)
+        passages.make_passage = spy("passage", make_passage)
+        overlapped = retrieve(query=query)
+    finally:
+        lanes.LanePool.submit = submit  # type: ignore[method-assign]
+        hit_rows.item_rows, hit_rows.chunk_rows, passages.make_passage = item_rows, chunk_rows, make_passage
+    settings.SEARCH = {**settings.SEARCH, "LANE_THREADS": 0}
+    sequential = retrieve(query=query)
+    # then: the lexical hits' items, and the chunks and passages of the lexical lane's first 5 keys, were
+    # read before the vector lane ended; nothing a hit shows differs from a search that read them after
+    ahead = [(what, n) for what, late, n in reads if not late]
+    assert ("items", 8) in ahead and ("chunks", 5) in ahead
+    assert sum(n for what, n in ahead if what == "passage") == 5
+    assert overlapped.hits == sequential.hits and len(overlapped.hits) == 5
+    assert overlapped.total == sequential.total
 
 
 def test_a_busy_pool_hands_the_lane_back_to_the_caller_and_errors_reach_the_caller() -> None:

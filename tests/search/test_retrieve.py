@@ -232,6 +232,27 @@ def test_pages_equal_one_long_page_although_only_reachable_candidates_are_rerank
 
 
 @pytest.mark.django_db
+def test_won_citations_lift_an_item_and_pending_ones_do_not_count():
+    from search.models import Citation
+
+    # given: two items the lanes can hardly tell apart
+    first = make_item(title="Tender note A", body="offshore tender evidence pack", updated_at=timezone.now())
+    second = make_item(title="Tender note B", body="offshore tender evidence pack",
+                       updated_at=timezone.now() - timedelta(minutes=1))
+    build()
+    query = RetrievalQuery(text="offshore tender evidence", mode="hybrid", threshold=0.0)
+    before = {h.item_id: h.score for h in retrieve(query=query).hits}
+    # when: the second has won 3 of its 4 decided bids (and one is pending)
+    for ref, outcome in [("b1", "won"), ("b2", "won"), ("b3", "won"), ("b4", "lost"), ("b5", "pending")]:
+        Citation.objects.create(item=second, bid_reference=ref, outcome=outcome)
+    hits = retrieve(query=query).hits
+    # then: its score is lifted by the win rate of 3/4 exactly; the other is unchanged
+    after = {h.item_id: h.score for h in hits}
+    assert after[second.pk] == pytest.approx(before[second.pk] * (1 + rerank.WIN_RATE_WEIGHT * 0.75), abs=2e-6)
+    assert after[first.pk] == before[first.pk]
+
+
+@pytest.mark.django_db
 def test_facets_count_the_fused_set():
     make_item(title="One", body="lighthouse", primary_domain="marketing", content_type="guide")
     make_item(title="Two", body="lighthouse", primary_domain="marketing", content_type="policy")
