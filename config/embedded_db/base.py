@@ -2,9 +2,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.backends.postgresql import base
-
 from config import env, runtime
+from config.postgres_db import base
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
