@@ -116,5 +116,11 @@ def item_rows(item_ids: Collection[int]) -> dict[int, ItemRow]:
     }
 
 
+def facet_values(item_ids: Collection[int], columns: Collection[str]) -> dict[int, tuple[str, ...]]:
+    """Each item's values of ``columns`` (item columns named by the engine, never by a caller)."""
+    sql = f"SELECT id, {', '.join(columns)} FROM search_contentitem WHERE id = ANY(%s)"
+    return {r[0]: tuple(r[1:]) for r in _fetch(sql, item_ids)}
+
+
 def chunk_rows(chunk_ids: Collection[int]) -> dict[int, ChunkRow]:
     return {r[0]: ChunkRow(r[0], r[1], r[2], r[3], r[4] or "") for r in _fetch(_CHUNKS_SQL, chunk_ids)}

@@ -296,15 +296,12 @@ def _fuse(
 
 def _facets(ordered: list[_Candidate]) -> dict[str, dict[str, int]]:
     item_ids = [c.item_id for c in ordered]
-    rows = ContentItem.objects.filter(pk__in=set(item_ids)).values("pk", *FACET_FIELDS.values())
-    by_pk = {r["pk"]: r for r in rows}
+    values = hit_rows.facet_values(set(item_ids), FACET_FIELDS.values())
     facets: dict[str, Counter[str]] = {name: Counter() for name in FACET_FIELDS}
     for item_id in item_ids:  # chunk granularity counts each chunk, item granularity each item
-        row = by_pk.get(item_id)
-        if row:
-            for name, column in FACET_FIELDS.items():
-                if row[column]:
-                    facets[name][row[column]] += 1
+        for name, value in zip(FACET_FIELDS, values.get(item_id, ()), strict=False):
+            if value:
+                facets[name][value] += 1
     return {name: dict(counter.most_common()) for name, counter in facets.items()}
 
 
