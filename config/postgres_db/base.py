@@ -1,10 +1,11 @@
 """Django's PostgreSQL backend, with one change for pooled sessions (web processes, ``DB_POOL_MAX_SIZE``).
 
-psycopg_pool's ``getconn`` waits for a session as long as its timeout, and while PostgreSQL is down no session
-ever comes: every request would hang for the whole timeout before its 503. Here the pool is asked for
-``POOL_FIRST_WAIT_S`` only; if none comes by then, a direct connection attempt tells whether the server is
-down (refused at once: the request fails now, as without a pool) or only busy (then the request waits the
-rest of the pool's timeout for a session, and the probe connection is closed).
+psycopg_pool's ``getconn`` waits for a session as long as its timeout. While PostgreSQL is down no session
+comes, and just after it comes back the pool is still waiting out its reconnection back-off: every request
+would hang for seconds. Here the pool is asked for ``POOL_FIRST_WAIT_S`` only. If no session comes by then,
+the request opens a connection of its own: refused at once when the server is down (the request answers
+503 now, as it would without a pool), used for this request and closed at its end otherwise (the server is
+back before the pool noticed, or every pooled session is busy).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from django.db.backends.postgresql import base
 
-POOL_FIRST_WAIT_S = 1.0
+POOL_FIRST_WAIT_S = 0.25
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -27,6 +28,14 @@ class DatabaseWrapper(base.DatabaseWrapper):
         try:
             return pool.getconn(timeout=POOL_FIRST_WAIT_S)
         except PoolTimeout:
-            probe = self.Database.connect(**{"connect_timeout": 2, **conn_params})  # raises when the server is down
-            probe.close()
-            return pool.getconn(timeout=max(pool.timeout - POOL_FIRST_WAIT_S, POOL_FIRST_WAIT_S))
+            pass
+        connection = self.Database.connect(**{"connect_timeout": 5, **conn_params})
+        if self._configure_connection(connection):  # what the pool does for its own sessions
+            connection.commit()
+        return connection
+
+    def _close(self) -> Any:
+        if self.connection is not None and self.pool is not None and getattr(self.connection, "_pool", None) is None:
+            with self.wrap_database_errors:
+                return self.connection.close()  # a request's own connection, not the pool's
+        return super()._close()

@@ -6,7 +6,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -61,23 +60,34 @@ def _own_connections(django_db_blocker: Any) -> Any:
         yield
 
 
-def test_a_pooled_session_is_reused_and_a_busy_pool_makes_the_next_request_wait_for_it() -> None:
-    # given: a pool of one session, held by a first request
+def test_a_pooled_session_is_reused_and_a_request_that_finds_none_free_uses_its_own() -> None:
+    # given: a pool of one session
     url = os.environ["DATABASE_URL"]
     first = _wrapper(url, "default", max_size=1, timeout=20)
     second = _wrapper(url, "default", max_size=1, timeout=20)
     try:
-        held_pid = _pid(first)
-        first.inc_thread_sharing()  # closed (handed back) from the timer's thread
-        threading.Timer(POOL_FIRST_WAIT_S + 0.5, first.close).start()  # the first request ends a bit later
-        # when: a second request asks for a session while the only one is busy (past the first wait)
-        reused_pid = _pid(second)
-        # then: it waited for the same session instead of failing (the server was up) or opening another
-        assert reused_pid == held_pid
+        pooled_pid = _pid(first)
+        first.close()
+        # when: the next request comes after the first handed its session back
+        # then: it gets the same session (the same backend)
+        assert _pid(second) == pooled_pid
+        second.close()
+        # when: a request holds the only session and another comes
+        assert _pid(first) == pooled_pid
+        started = time.monotonic()
+        own_pid = _pid(second)
+        waited = time.monotonic() - started
+        # then: after the first wait it works on a connection of its own, closed (not pooled) at its end
+        assert own_pid != pooled_pid and waited >= POOL_FIRST_WAIT_S
+        own = second.connection
+        second.close()
+        assert own.closed and first.pool.get_stats()["pool_size"] == 1
+        with second.cursor() as cursor:  # its settings are the pool's (time zone)
+            cursor.execute("SHOW TIME ZONE")
+            assert cursor.fetchone()[0] == "UTC"
     finally:
         second.close()
         first.close()
-        first.dec_thread_sharing()
         second.close_pool()
 
 
@@ -91,7 +101,7 @@ def test_a_pool_whose_server_is_down_fails_fast_instead_of_waiting_its_timeout()
     started = time.monotonic()
     with pytest.raises(OperationalError):
         wrapper.ensure_connection()
-    # then: it failed after the first wait and a refused probe, nowhere near the pool's 60 s
+    # then: it failed after the first wait and a refused connection, nowhere near the pool's 60 s
     assert time.monotonic() - started < 30
     wrapper.close_pool()
 
