@@ -175,8 +175,8 @@ _SCAN_SETTINGS_SQL = (
     "set_config('hnsw.ef_search', %(ef)s, %(local)s), set_config('hnsw.max_scan_tuples', %(tuples)s, %(local)s)"
 )
 _session_settings: weakref.WeakKeyDictionary[Any, tuple[str, str]] = weakref.WeakKeyDictionary()
-# The active space as this process last read it, per configured provider: the search checks it in its own
-# statement (a one-time filter that answers nothing when the space changed), so no query reads it first.
+# The active space as this process last read it, per configured provider: the search statement checks it
+# itself (one more row says whether that model is still the active one), so no query reads it first.
 _known_spaces: dict[tuple[str, int], tuple[str, int]] = {}
 
 
