@@ -35,7 +35,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
         return connection
 
     def _close(self) -> Any:
-        if self.connection is not None and self.pool is not None and getattr(self.connection, "_pool", None) is None:
+        own = self.connection is not None and getattr(self.connection, "_pool", None) is None
+        if own and self.pool is not None:
             with self.wrap_database_errors:
                 return self.connection.close()  # a request's own connection, not the pool's
         return super()._close()

@@ -84,14 +84,17 @@ if env.env_str("KB_PROCESS_ROLE") == "web":
     _default_db["OPTIONS"]["options"] = f"{_pg_options} -c statement_timeout={STATEMENT_TIMEOUT_MS}".strip()
 _default_db["CONN_MAX_AGE"] = env.env_int("CONN_MAX_AGE", 60, minimum=0)
 _default_db["CONN_HEALTH_CHECKS"] = True
-# Web processes keep a pool of PostgreSQL sessions (psycopg_pool, DB_POOL_MAX_SIZE per process; 0 turns it off).
-# Under ASGI each request runs on a thread of its own and Django's connections belong to a thread, so without a
-# pool every request opened a new session: 50 searches opened 50 sessions, each paying the connection set-up
-# and a cold backend (its first touch of every shared-buffer page it reads). A pooled session is handed back
-# when the request ends (CONN_MAX_AGE 0) and the next request gets it, warm; CONN_HEALTH_CHECKS checks it first.
+# Web processes keep a pool of PostgreSQL sessions (psycopg_pool, DB_POOL_MAX_SIZE per process; 0 = off).
+# Under ASGI each request runs on a thread of its own and Django's connections belong to a thread, so
+# without a pool every request opened a new session: 50 searches opened 50 sessions, each paying the
+# connection set-up and a cold backend (its first touch of every shared-buffer page it reads). A pooled
+# session is handed back when the request ends (CONN_MAX_AGE 0) and the next request gets it, warm;
+# CONN_HEALTH_CHECKS checks it first.
 DB_POOL_MAX_SIZE = env.env_int("DB_POOL_MAX_SIZE", 20, minimum=0, maximum=500)
 if env.env_str("KB_PROCESS_ROLE") == "web" and DB_POOL_MAX_SIZE:
-    _default_db["OPTIONS"]["pool"] = {"min_size": min(2, DB_POOL_MAX_SIZE), "max_size": DB_POOL_MAX_SIZE, "timeout": 10}
+    _default_db["OPTIONS"]["pool"] = {
+        "min_size": min(2, DB_POOL_MAX_SIZE), "max_size": DB_POOL_MAX_SIZE, "timeout": 10,
+    }
     _default_db["CONN_MAX_AGE"] = 0
     if _default_db["ENGINE"] == "django.db.backends.postgresql":
         _default_db["ENGINE"] = "config.postgres_db"  # fails fast when the server is down (see there)

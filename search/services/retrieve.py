@@ -12,9 +12,10 @@ import json
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 from concurrent.futures import wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.exceptions import EmptyResultSet
@@ -29,6 +30,7 @@ from search.signals import search_performed
 from search.types import MAX_LIMIT, Hit, RetrievalQuery, RetrievalResult, Span
 
 logger = logging.getLogger(__name__)
+H = TypeVar("H", lexical.LexicalHit, vector.VectorHit)
 
 FACET_FIELDS = {"domain": "primary_domain", "content_type": "content_type", "layer": "layer", "language": "language"}
 
@@ -196,7 +198,8 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
     # Each step is short and none starts once the lane has answered: the read-ahead never delays fusion.
     reads = _PageReads(parsed, expansions)
     if pending is not None:
-        keys = _lane_keys(lex_hits, by_item=query.granularity == "item")
+        firsts = _first_per_key(lex_hits, by_item=query.granularity == "item")
+        keys = [(h.item_id, h.chunk_id) for h in firsts]
         likely = keys[offset : offset + query.limit]
         steps = [
             lambda: reads.read_items({item_id for item_id, _ in keys[: offset + 2 * query.limit]}),
@@ -244,24 +247,18 @@ def _fuse(
     by_item = query.granularity == "item"
     candidates: dict[int, _Candidate] = {}
     lex_order: list[int] = []
-    for hit in lex_hits:
+    for hit in _first_per_key(lex_hits, by_item=by_item):
         key = hit.item_id if by_item else hit.chunk_id
-        if key in candidates:
-            continue
         candidates[key] = _Candidate(key, hit.item_id, hit.chunk_id, complete=hit.complete)
         lex_order.append(key)
         candidates[key].lanes["lexical"] = len(lex_order)
     vec_order: list[int] = []
-    seen_vec: set[int] = set()
-    for hit in vec_hits:
-        key = hit.item_id if by_item else hit.chunk_id
-        if key in seen_vec:
-            continue
-        seen_vec.add(key)
+    for vec_hit in _first_per_key(vec_hits, by_item=by_item):
+        key = vec_hit.item_id if by_item else vec_hit.chunk_id
         vec_order.append(key)
-        cand = candidates.setdefault(key, _Candidate(key, hit.item_id, hit.chunk_id))
+        cand = candidates.setdefault(key, _Candidate(key, vec_hit.item_id, vec_hit.chunk_id))
         cand.lanes["vector"] = len(vec_order)
-        cand.similarity = hit.similarity
+        cand.similarity = vec_hit.similarity
     if query.mode == "lexical" or not vec_order:
         order = lex_order
         for rank, key in enumerate(order, start=1):
@@ -305,16 +302,16 @@ def _facets(ordered: list[_Candidate]) -> dict[str, dict[str, int]]:
     return {name: dict(counter.most_common()) for name, counter in facets.items()}
 
 
-def _lane_keys(lex_hits: list[lexical.LexicalHit], *, by_item: bool) -> list[tuple[int, int]]:
-    """(item, chunk) of each key in lexical order, as fusion keys them: an item by its best chunk."""
+def _first_per_key(hits: Sequence[H], *, by_item: bool) -> list[H]:
+    """Each fusion key's first hit in lane order: an item's best chunk, or each chunk."""
     seen: set[int] = set()
-    keys = []
-    for hit in lex_hits:
+    firsts = []
+    for hit in hits:
         key = hit.item_id if by_item else hit.chunk_id
         if key not in seen:
             seen.add(key)
-            keys.append((hit.item_id, hit.chunk_id))
-    return keys
+            firsts.append(hit)
+    return firsts
 
 
 @dataclass
@@ -341,7 +338,9 @@ class _PageReads:
         item, chunk = self.items.get(item_id), self.chunks.get(chunk_id)
         if item is None or chunk is None:
             return None
-        passage, spans = passages.make_passage(chunk.text, self.parsed, item.language, extra_forms=self.expansions)
+        passage, spans = passages.make_passage(
+            chunk.text, self.parsed, item.language, extra_forms=self.expansions
+        )
         self.prepared[chunk_id] = (passage, spans, passages.title_spans(chunk.title, self.parsed))
         return self.prepared[chunk_id]
 

@@ -172,7 +172,8 @@ def item_vector(item_id: int, corpus: str) -> list[float] | None:
 # (in autocommit) rather than in a transaction of three more round trips per search.
 _SCAN_SETTINGS_SQL = (
     "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', %(local)s), "
-    "set_config('hnsw.ef_search', %(ef)s, %(local)s), set_config('hnsw.max_scan_tuples', %(tuples)s, %(local)s)"
+    "set_config('hnsw.ef_search', %(ef)s, %(local)s), "
+    "set_config('hnsw.max_scan_tuples', %(tuples)s, %(local)s)"
 )
 _session_settings: weakref.WeakKeyDictionary[Any, tuple[str, str]] = weakref.WeakKeyDictionary()
 # The active space as this process last read it, per configured provider: the search statement checks it
@@ -214,7 +215,7 @@ def _nearest(
     limit: int,
     exclude_item: int | None,
 ) -> list[tuple[int, int, float]] | None:
-    """The lane's rows from the HNSW index of ``space``, or None when ``space`` is no longer the active one."""
+    """The lane's rows from the HNSW index of ``space``; None when ``space`` is no longer the active one."""
     model, dims = space
     if len(vector) != dims:
         raise EmbeddingModelMismatch(
@@ -229,8 +230,9 @@ def _nearest(
     if exclude_item:
         params.append(exclude_item)
     params += [literal, limit]
-    # One row (id -1) says whether ``model`` is still the active space; the nearest chunks come with it. ef_search is the graph search's candidate list, not a cap: the
-    # iterative scan goes on past it until ``limit`` rows (or max_scan_tuples) are read.
+    # One row (id -1) says whether ``model`` is still the active space; the nearest chunks come with it.
+    # ef_search is the graph search's candidate list, not a cap: the iterative scan goes on past it until
+    # ``limit`` rows (or max_scan_tuples) are read.
     sql = f"""
         SELECT -1, -1, 0.0, EXISTS (SELECT 1 FROM search_embeddingspace WHERE active AND model = %s)
         UNION ALL (

@@ -43,8 +43,9 @@ def test_web_processes_pool_their_sessions_and_others_do_not() -> None:
 
     def run(**env: str) -> str:
         base = {k: v for k, v in os.environ.items() if k not in ("KB_PROCESS_ROLE", "DB_POOL_MAX_SIZE")}
-        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**base, **env}, capture_output=True,
-                              text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         return done.stdout.strip().splitlines()[-1]
 
