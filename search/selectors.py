@@ -13,6 +13,7 @@ import re
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import pairwise
 from typing import Any, Literal
 
 import psycopg
@@ -38,6 +39,12 @@ FINAL_READ_MS = 3
 # read and its LIKE) took about 13 µs and the statement's round trip and planning about 2.5 ms; this plans
 # for half that speed, so the pass ends before its statement timeout and shows what it found.
 POSTINGS_CHECKS_PER_MS = 15
+# search_text_pairs (migration 0009): how many characters of each piece it keeps, and the characters that
+# end a left piece it leaves out (a pair across a sentence end is not checked).
+TEXT_PAIR_CHARS = 64
+TEXT_PAIR_BREAKS = frozenset(".?!;:")
+# At most this many of a fragment's pairs are checked (each is one index probe).
+TEXT_PAIR_CHECKS = 8
 _SETTING_NAME = re.compile(r"[a-z_]+")
 _SETTING_VALUE = re.compile(r"[a-z0-9]+")
 
@@ -137,9 +144,12 @@ class PreviewHit:
     title_match: bool
 
 
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def _like_pattern(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
+    return f"%{_like_escape(text)}%"
 
 
 def _within_budget(
@@ -217,6 +227,41 @@ def _preview_budgeted() -> bool:
         chunks = int(row[0]) if row else 0
         _corpus_size = (time.monotonic(), chunks)
     return chunks >= int(settings.SEARCH["PREVIEW_BUDGET_MIN_CHUNKS"])
+
+
+def fragment_absent(folded: str, budget_ms: int | None = None) -> bool:
+    """True when no chunk text and no title can hold the folded fragment ``folded`` (as a substring).
+
+    Wherever ``folded`` occurs, each two of its consecutive space-separated pieces stand side by side in
+    the text: the first piece as the end of a text piece, the last as the start of one, those between
+    whole. ``search_text_pairs`` holds every such pair of the stored text (kept by triggers), so one pair
+    it lacks rules the fragment out, exactly, with a few index probes. A fragment of one piece, a pair
+    across a sentence end and a first piece under 3 characters (a probe over too many pairs) are not
+    checked. False when nothing could be ruled out, or the check ran past ``budget_ms``.
+    """
+    pieces = folded.split(" ")
+    checks: list[str] = []
+    params: list[str] = []
+    for i, (left, right) in enumerate(pairwise(pieces)):
+        first, last = i == 0, i + 1 == len(pieces) - 1
+        if not left or left[-1] in TEXT_PAIR_BREAKS or (first and len(left) < 3):
+            continue
+        tail, head = left[::-1][:TEXT_PAIR_CHARS], right[:TEXT_PAIR_CHARS]
+        where = ["tail_rev LIKE %s" if first else "tail_rev = %s"]
+        params.append(_like_escape(tail) + "%" if first else tail)
+        if not last:
+            where.append("head = %s")
+            params.append(head)
+        elif head:
+            where.append("head LIKE %s")
+            params.append(_like_escape(head) + "%")
+        checks.append(f"EXISTS (SELECT 1 FROM search_text_pairs WHERE {' AND '.join(where)})")
+        if len(checks) == TEXT_PAIR_CHECKS:
+            break
+    if not checks:
+        return False
+    rows = _within_budget(f"SELECT {' AND '.join(checks)}", params, budget_ms)
+    return rows is not None and not rows[0][0]
 
 
 def _postings_term(cleaned: str) -> tuple[str | None, bool]:
@@ -305,10 +350,11 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
 
     ``\\``, ``%`` and ``_`` are escaped, so ``50%`` matches the literal text. Bounded index lookups
     (trigram indexes on the folded title and chunk text, the impact-ordered postings), never a scan-and-sort.
-    On a corpus of ``PREVIEW_BUDGET_MIN_CHUNKS`` chunks or more the preview has a time budget
-    (``PREVIEW_BUDGET_MS``, the whole call: its steps stop ``FINAL_READ_MS`` early to read their hits): a fragment
-    made of common trigrams ("men are mor") can make a trigram index hand back most of a large corpus to
-    re-check, and a preview that arrives after the next keystroke is worth nothing. A title search past
+    A fragment two of whose pieces never stand side by side in any text is answered at once with nothing
+    (``fragment_absent``). On a corpus of ``PREVIEW_BUDGET_MIN_CHUNKS`` chunks or more the preview has a
+    time budget (``PREVIEW_BUDGET_MS``, the whole call: its steps stop ``FINAL_READ_MS`` early to read their
+    hits): a fragment made of common trigrams ("men are mor") can make a trigram index hand back most of a
+    large corpus to re-check, and a preview that arrives after the next keystroke is worth nothing. A title search past
     half the budget is retried walking titles newest first (fast exactly when the fragment is common).
     Content matches come from the postings of a typed middle word when that word's list is complete
     (exact and bounded); else, for one typed word, first from the best chunks of its most frequent
@@ -322,7 +368,8 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
         raise InvalidQuery("q is required: type at least one character.", field="q")
     limit = max(1, min(limit, PREVIEW_MAX_LIMIT))
     corpus = corpus_for(principal)
-    pattern = _like_pattern(folded_text(cleaned))
+    folded = folded_text(cleaned)
+    pattern = _like_pattern(folded)
     items_sql, items_params = (
         ContentItem.objects.searchable(principal, corpus).filter(superseded_by__isnull=True).order_by()
         .values("id").query.sql_with_params()
@@ -338,6 +385,8 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
         a loaded machine must not cut them short)."""
         return int((deadline - time.monotonic()) * 1000 * share) if budgeted else None
 
+    if fragment_absent(folded, left_ms(0.25)):
+        return []  # two of its pieces never stand side by side: no title or chunk holds it
     title_sql = f"""
         SELECT i.id FROM search_contentitem i JOIN search_revision r ON r.id = i.{revision_col}
         WHERE r.title_folded LIKE %s ESCAPE '\\' AND i.id IN ({items_sql})

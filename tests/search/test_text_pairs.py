@@ -1,0 +1,139 @@
+"""search_text_pairs and selectors.fragment_absent: the preview rules out a fragment two of whose pieces
+never stand side by side, and never rules out one that some title or chunk holds."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from search import selectors
+from search.analysis import folded_text
+from search.principal import ANONYMOUS
+from search.query_parser import normalize_query_text
+from search.services import content
+from tests.factories import build, make_item
+
+pytestmark = pytest.mark.django_db
+
+LONG_WORD = "pneumonoultramicroscopicsilicovolcanoconiosis" * 2  # 90 letters: longer than a stored piece
+
+TRICKY_BODIES = [
+    "The risk of cancer rises with age. Smoking doubles it; exercise halves it!",
+    "Café au lait spots — Ærøskøbing's Straße: naïve coöperation, ΟΔΟΣ and Ελλάδα.",
+    "Discount of 50% for snake_case names, back\\slash paths and 100 % sure (p<0.05).",
+    f"A {LONG_WORD} case and a {LONG_WORD}s plural follow here.",
+    "Spaces\u00a0that are not spaces, a  double space, and a tab\there.",
+    "Arabic: والكتاب الكبير في المكتبة. Hindi: नमस्ते दुनिया.",
+    "Et al. 2005 reported e.g. x: y? z! end.",
+]
+
+
+def _absent(fragment: str) -> bool:
+    return selectors.fragment_absent(folded_text(normalize_query_text(fragment)))
+
+
+@pytest.fixture
+def corpus() -> list[Any]:
+    items = [make_item(title=f"Note {i}: {body[:30]}", body=body) for i, body in enumerate(TRICKY_BODIES)]
+    build()
+    return items
+
+
+def _stored_texts() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT folded_text FROM search_chunk UNION ALL SELECT title_folded FROM search_revision"
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def test_no_substring_of_any_stored_text_is_ever_ruled_out(corpus: list[Any]) -> None:
+    # given: every chunk's and title's folded text, windows starting and ending anywhere (mid-word too)
+    rng = random.Random(7)
+    texts = _stored_texts()
+    assert texts
+    checked = 0
+    for text in texts:
+        for _ in range(150):
+            start = rng.randrange(len(text))
+            end = min(len(text), start + rng.randint(2, 120))
+            window = text[start:end]
+            # when / then: the exact window (whatever its spacing) is never ruled out
+            assert not selectors.fragment_absent(window), window
+            checked += 1
+    assert checked > 1000
+
+
+def test_typed_fragments_found_mid_word_across_punctuation_and_long_words(corpus: list[Any]) -> None:
+    # the first piece may end a longer word, the last start one; pieces longer than the stored 64 characters
+    for fragment in [
+        "isk of canc", "RISK OF CANCER", "cafe au la", "naive cooperation", "οδος and ελλ",
+        "of 50% for snake_", "back\\slash pa", f"a {LONG_WORD} ca", f"{LONG_WORD[5:]}s plural",
+        "that are not", "et al. 2005", "z! end", "الكبير في",
+    ]:
+        assert not _absent(fragment), fragment
+        hits = selectors.preview_search(principal=ANONYMOUS, text=fragment)
+        assert hits, fragment
+
+
+def test_a_fragment_whose_pieces_never_stand_side_by_side_is_answered_without_searching(
+    corpus: list[Any],
+) -> None:
+    # given: "risk" and "cancer" both occur, but never side by side
+    assert selectors.preview_search(principal=ANONYMOUS, text="risk of canc")
+    for fragment in ["risk cancer", "cancer risk of", "the risk cancer rises", f"{LONG_WORD} plural"]:
+        assert _absent(fragment), fragment
+        # when
+        with CaptureQueriesContext(connection) as queries:
+            hits = selectors.preview_search(principal=ANONYMOUS, text=fragment)
+        # then: nothing, after one statement (the pairs), no title or chunk read
+        assert hits == []
+        assert len(queries) == 1 and "search_text_pairs" in queries[0]["sql"], queries.captured_queries
+
+
+def test_what_the_check_leaves_alone(corpus: list[Any]) -> None:
+    # one piece; a pair across a sentence end (not stored); a first piece under 3 characters
+    assert not _absent("zzzqqq")
+    assert not _absent("age. zzzqqq")
+    assert not _absent("ge zzzqqq")
+    assert _absent("age zzzqqq")
+
+
+def test_a_new_title_counts_at_once_and_new_body_text_from_its_build(corpus: list[Any]) -> None:
+    # given: a fragment that occurs nowhere yet
+    assert _absent("quokka census island")
+    # when: a title holding it is saved (its chunks get their text at the next build)
+    item = make_item(title="Quokka census island by island", body="Maps and counts.")
+    # then: the title counts before any build, and the preview finds it
+    assert not _absent("quokka census island")
+    assert [h.title for h in selectors.preview_search(principal=ANONYMOUS, text="quokka census isl")] == [
+        "Quokka census island by island"
+    ]
+    # and body text joins the pairs when the build writes the chunk's folded text
+    assert _absent("wallaby tally")
+    content.item_save_revision(
+        item=item, title=item.live_revision.title, body="A wallaby tally too.", publish=True
+    )
+    build()
+    assert not _absent("wallaby tally")
+
+
+def test_the_pairs_hold_every_pair_of_every_stored_text(corpus: list[Any]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT count(*) FROM (
+                SELECT folded_text AS t FROM search_chunk UNION ALL SELECT title_folded FROM search_revision
+            ) s, search_text_pairs_of(s.t) p
+            WHERE NOT EXISTS (
+                SELECT 1 FROM search_text_pairs q WHERE q.tail_rev = p.tail_rev AND q.head = p.head
+            )
+            """
+        )
+        assert cursor.fetchone()[0] == 0
+        cursor.execute("SELECT count(*) FROM search_text_pairs")
+        assert cursor.fetchone()[0] > 50
