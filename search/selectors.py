@@ -229,8 +229,21 @@ def _preview_budgeted() -> bool:
     return chunks >= int(settings.SEARCH["PREVIEW_BUDGET_MIN_CHUNKS"])
 
 
-def fragment_absent(folded: str, budget_ms: int | None = None) -> bool:
-    """True when no chunk text and no title can hold the folded fragment ``folded`` (as a substring).
+def text_pair_scope(principal: Principal) -> bool | None:
+    """Which ``search_text_pairs`` scope may rule out this principal's previews: the pairs of every text
+    (False) for one who reads everything, those of anonymous-readable text (True) for an anonymous
+    visitor, None (no rule-out) for anyone else. A scope wider than what the principal reads would let the
+    speed of an empty answer tell them whether some text they may not read holds the fragment."""
+    if principal.all_content:
+        return False
+    if principal.is_anonymous:
+        return True
+    return None
+
+
+def fragment_absent(folded: str, *, anonymous: bool, budget_ms: int | None = None) -> bool:
+    """True when no chunk text and no title in the scope (``anonymous``: only what anonymous visitors may
+    read; else all) can hold the folded fragment ``folded`` (as a substring).
 
     Wherever ``folded`` occurs, each two of its consecutive space-separated pieces stand side by side in
     the text: the first piece as the end of a text piece, the last as the start of one, those between
@@ -241,14 +254,14 @@ def fragment_absent(folded: str, budget_ms: int | None = None) -> bool:
     """
     pieces = folded.split(" ")
     checks: list[str] = []
-    params: list[str] = []
+    params: list[Any] = []
     for i, (left, right) in enumerate(pairwise(pieces)):
         first, last = i == 0, i + 1 == len(pieces) - 1
         if not left or left[-1] in TEXT_PAIR_BREAKS or (first and len(left) < 3):
             continue
         tail, head = left[::-1][:TEXT_PAIR_CHARS], right[:TEXT_PAIR_CHARS]
-        where = ["tail_rev LIKE %s" if first else "tail_rev = %s"]
-        params.append(_like_escape(tail) + "%" if first else tail)
+        where = ["anonymous = %s", "tail_rev LIKE %s" if first else "tail_rev = %s"]
+        params += [anonymous, _like_escape(tail) + "%" if first else tail]
         if not last:
             where.append("head = %s")
             params.append(head)
@@ -350,16 +363,17 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
 
     ``\\``, ``%`` and ``_`` are escaped, so ``50%`` matches the literal text. Bounded index lookups
     (trigram indexes on the folded title and chunk text, the impact-ordered postings), never a scan-and-sort.
-    A fragment two of whose pieces never stand side by side in any text is answered at once with nothing
-    (``fragment_absent``). On a corpus of ``PREVIEW_BUDGET_MIN_CHUNKS`` chunks or more the preview has a
-    time budget (``PREVIEW_BUDGET_MS``, the whole call: its steps stop ``FINAL_READ_MS`` early to read their
-    hits): a fragment made of common trigrams ("men are mor") can make a trigram index hand back most of a
-    large corpus to re-check, and a preview that arrives after the next keystroke is worth nothing. A title search past
-    half the budget is retried walking titles newest first (fast exactly when the fragment is common).
-    Content matches come from the postings of a typed middle word when that word's list is complete
-    (exact and bounded); else, for one typed word, first from the best chunks of its most frequent
-    completion; then from the trigram index, and past its share from as many of the chunks where the rarest
-    complete typed word weighs most as the time left allows. Whatever is found is a real substring match;
+    A fragment two of whose pieces never stand side by side in any text the caller may read is answered at
+    once with nothing (``fragment_absent``; anonymous visitors and those who read everything). On a corpus
+    of ``PREVIEW_BUDGET_MIN_CHUNKS`` chunks or more the preview has a time budget (``PREVIEW_BUDGET_MS``, the
+    whole call: its steps stop ``FINAL_READ_MS`` early to read their hits): a fragment made of common
+    trigrams ("men are mor") can make a trigram index hand back most of a large corpus to re-check, and a
+    preview that arrives after the next keystroke is worth nothing. A title search past half the budget is
+    retried walking titles newest first (fast exactly when the fragment is common). Content matches come
+    from the postings of a typed middle word when that word's list is complete (exact and bounded); else,
+    for one typed word, first from the best chunks of its most frequent completion; then from the trigram
+    index, and past its share from as many of the chunks where the rarest complete typed word weighs most
+    as the time left allows. Whatever is found is a real substring match;
     past the budget the preview shows what it has. The full search (Enter) is exhaustive.
     """
     started = time.monotonic()
@@ -385,8 +399,9 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
         a loaded machine must not cut them short)."""
         return int((deadline - time.monotonic()) * 1000 * share) if budgeted else None
 
-    if fragment_absent(folded, left_ms(0.25)):
-        return []  # two of its pieces never stand side by side: no title or chunk holds it
+    scope = text_pair_scope(principal)
+    if scope is not None and fragment_absent(folded, anonymous=scope, budget_ms=left_ms(0.25)):
+        return []  # two of its pieces never stand side by side: no title or chunk it may read holds it
     title_sql = f"""
         SELECT i.id FROM search_contentitem i JOIN search_revision r ON r.id = i.{revision_col}
         WHERE r.title_folded LIKE %s ESCAPE '\\' AND i.id IN ({items_sql})

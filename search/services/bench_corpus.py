@@ -362,9 +362,10 @@ def _secondary_indexes(tables: Sequence[str]) -> list[tuple[str, str]]:
         return list(cursor.fetchall())
 
 
-TEXT_PAIR_TRIGGERS = {
+TEXT_PAIR_TRIGGERS = {  # migration 0009
     "search_chunk": ("search_chunk_text_pairs_insert", "search_chunk_text_pairs_update"),
     "search_revision": ("search_revision_text_pairs_insert", "search_revision_text_pairs_update"),
+    "search_contentitem": ("search_item_text_pairs_insert", "search_item_text_pairs_update"),
 }
 
 

@@ -1,5 +1,6 @@
 """search_text_pairs and selectors.fragment_absent: the preview rules out a fragment two of whose pieces
-never stand side by side, and never rules out one that some title or chunk holds."""
+never stand side by side, never rules out one that a title or chunk the caller may read holds, and never
+lets the speed of an empty answer tell a caller about text they may not read."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from django.test.utils import CaptureQueriesContext
 
 from search import selectors
 from search.analysis import folded_text
-from search.principal import ANONYMOUS
+from search.models import ContentItem
+from search.principal import ANONYMOUS, Principal
 from search.query_parser import normalize_query_text
 from search.services import content
 from tests.factories import build, make_item
@@ -32,8 +34,11 @@ TRICKY_BODIES = [
 ]
 
 
-def _absent(fragment: str) -> bool:
-    return selectors.fragment_absent(folded_text(normalize_query_text(fragment)))
+STAFF = Principal(kind="staff", user_id=1, all_content=True)
+
+
+def _absent(fragment: str, *, anonymous: bool = True) -> bool:
+    return selectors.fragment_absent(folded_text(normalize_query_text(fragment)), anonymous=anonymous)
 
 
 @pytest.fixture
@@ -62,8 +67,10 @@ def test_no_substring_of_any_stored_text_is_ever_ruled_out(corpus: list[Any]) ->
             start = rng.randrange(len(text))
             end = min(len(text), start + rng.randint(2, 120))
             window = text[start:end]
-            # when / then: the exact window (whatever its spacing) is never ruled out
-            assert not selectors.fragment_absent(window), window
+            # when / then: the exact window (whatever its spacing) is never ruled out, in either scope
+            # (every item here is public and live)
+            assert not selectors.fragment_absent(window, anonymous=True), window
+            assert not selectors.fragment_absent(window, anonymous=False), window
             checked += 1
     assert checked > 1000
 
@@ -122,18 +129,85 @@ def test_a_new_title_counts_at_once_and_new_body_text_from_its_build(corpus: lis
     assert not _absent("wallaby tally")
 
 
-def test_the_pairs_hold_every_pair_of_every_stored_text(corpus: list[Any]) -> None:
+def missing_text_pairs() -> tuple[int, int]:
+    """Pairs of stored text missing from their scope: (any text, anonymous-readable text)."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            SELECT count(*) FROM (
-                SELECT folded_text AS t FROM search_chunk UNION ALL SELECT title_folded FROM search_revision
+            SELECT s.anonymous, count(*) FROM (
+                SELECT false AS anonymous, folded_text AS t FROM search_chunk
+                UNION ALL SELECT false, title_folded FROM search_revision
+                UNION ALL SELECT true, folded_text FROM search_chunk
+                    WHERE in_live AND search_item_public(item_id)
+                UNION ALL SELECT true, r.title_folded FROM search_contentitem i
+                    JOIN search_revision r ON r.id = i.live_revision_id WHERE search_item_public(i.id)
             ) s, search_text_pairs_of(s.t) p
             WHERE NOT EXISTS (
-                SELECT 1 FROM search_text_pairs q WHERE q.tail_rev = p.tail_rev AND q.head = p.head
+                SELECT 1 FROM search_text_pairs q
+                 WHERE q.anonymous = s.anonymous AND q.tail_rev = p.tail_rev AND q.head = p.head
             )
+            GROUP BY s.anonymous
             """
         )
-        assert cursor.fetchone()[0] == 0
-        cursor.execute("SELECT count(*) FROM search_text_pairs")
-        assert cursor.fetchone()[0] > 50
+        found = dict(cursor.fetchall())
+    return found.get(False, 0), found.get(True, 0)
+
+
+def test_the_pairs_hold_every_pair_of_every_stored_text(corpus: list[Any]) -> None:
+    assert missing_text_pairs() == (0, 0)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT anonymous, count(*) > 50 FROM search_text_pairs GROUP BY 1 ORDER BY 1")
+        assert cursor.fetchall() == [(False, True), (True, True)]
+
+
+def test_search_item_public_is_exactly_what_anonymous_visitors_may_read() -> None:
+    # given: items in every state the access rule tells apart
+    from django.utils import timezone
+
+    make_item(title="Public live")
+    make_item(title="Public never published", publish=False)
+    make_item(title="Signed in", visibility="signed_in")
+    make_item(title="Staff", visibility="staff")
+    make_item(title="Groups", visibility="groups", groups=["legal"])
+    archived = make_item(title="Archived")
+    ContentItem.objects.filter(pk=archived.pk).update(archived_at=timezone.now())
+    # when
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM search_contentitem WHERE search_item_public(id)")
+        public = {row[0] for row in cursor.fetchall()}
+    # then: the SQL twin of the access rule agrees with the access rule
+    readable = set(ContentItem.objects.searchable(ANONYMOUS, "live").values_list("pk", flat=True))
+    assert public == readable and len(readable) == 1
+
+
+def test_an_anonymous_visitor_cannot_tell_restricted_text_from_no_text(corpus: list[Any]) -> None:
+    # given: a phrase only a staff-only item holds, and one only the draft of a public item holds
+    secret = make_item(title="Board minutes", body="The acme acquisition closes in May.", visibility="staff")
+    public = corpus[0]
+    content.item_save_revision(
+        item=public, title=public.live_revision.title, body="Draft: the secret merger plan.", publish=False
+    )
+    build()
+    for fragment in ["acme acquisition", "secret merger"]:
+        # then: for anonymous visitors both look like text that exists nowhere (the same fast empty answer)
+        assert _absent(fragment, anonymous=True), fragment
+        assert _absent("zzqx wwvy", anonymous=True)
+        # and whoever reads everything is not ruled out
+        assert not _absent(fragment, anonymous=False), fragment
+    staff_hits = selectors.preview_search(principal=STAFF, text="acme acquisition")
+    assert [h.title for h in staff_hits] == ["Board minutes"]
+    # a signed-in user (who reads some but not all) gets no rule-out at all
+    assert selectors.text_pair_scope(Principal(kind="user", user_id=5)) is None
+    # when: the item is made public, and the draft is published
+    secret.visibility = "public"
+    secret.save()
+    public.refresh_from_db()
+    content.item_publish(item=public)
+    build()
+    # then: both phrases join the anonymous scope, and the preview finds them
+    assert not _absent("acme acquisition") and not _absent("secret merger")
+    assert [h.title for h in selectors.preview_search(principal=ANONYMOUS, text="acme acquisition")] == [
+        "Board minutes"
+    ]
+    assert selectors.preview_search(principal=ANONYMOUS, text="secret merger")
+    assert missing_text_pairs() == (0, 0)
