@@ -112,13 +112,13 @@ def test_what_the_check_leaves_alone(corpus: list[Any]) -> None:
 
 def test_a_new_title_counts_at_once_and_new_body_text_from_its_build(corpus: list[Any]) -> None:
     # given: a fragment that occurs nowhere yet
-    assert _absent("quokka census island")
+    assert _absent("quoll census atoll")
     # when: a title holding it is saved (its chunks get their text at the next build)
-    item = make_item(title="Quokka census island by island", body="Maps and counts.")
+    item = make_item(title="Quoll census atoll by atoll", body="Maps and counts.")
     # then: the title counts before any build, and the preview finds it
-    assert not _absent("quokka census island")
-    assert [h.title for h in selectors.preview_search(principal=ANONYMOUS, text="quokka census isl")] == [
-        "Quokka census island by island"
+    assert not _absent("quoll census atoll")
+    assert [h.title for h in selectors.preview_search(principal=ANONYMOUS, text="quoll census ato")] == [
+        "Quoll census atoll by atoll"
     ]
     # and body text joins the pairs when the build writes the chunk's folded text
     assert _absent("wallaby tally")
