@@ -383,13 +383,6 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     limit = max(1, min(limit, PREVIEW_MAX_LIMIT))
     corpus = corpus_for(principal)
     folded = folded_text(cleaned)
-    pattern = _like_pattern(folded)
-    items_sql, items_params = (
-        ContentItem.objects.searchable(principal, corpus).filter(superseded_by__isnull=True).order_by()
-        .values("id").query.sql_with_params()
-    )
-    revision_col = "live_revision_id" if corpus == "live" else "latest_revision_id"
-    chunk_col = "in_live" if corpus == "live" else "in_latest"
     # The budget covers the whole call: the steps stop early enough to leave time for reading their hits.
     deadline = started + (int(settings.SEARCH["PREVIEW_BUDGET_MS"]) - FINAL_READ_MS) / 1000
     budgeted = _preview_budgeted()
@@ -402,6 +395,13 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     scope = text_pair_scope(principal)
     if scope is not None and fragment_absent(folded, anonymous=scope, budget_ms=left_ms(0.25)):
         return []  # two of its pieces never stand side by side: no title or chunk it may read holds it
+    pattern = _like_pattern(folded)
+    items_sql, items_params = (
+        ContentItem.objects.searchable(principal, corpus).filter(superseded_by__isnull=True).order_by()
+        .values("id").query.sql_with_params()
+    )
+    revision_col = "live_revision_id" if corpus == "live" else "latest_revision_id"
+    chunk_col = "in_live" if corpus == "live" else "in_latest"
     title_sql = f"""
         SELECT i.id FROM search_contentitem i JOIN search_revision r ON r.id = i.{revision_col}
         WHERE r.title_folded LIKE %s ESCAPE '\\' AND i.id IN ({items_sql})
