@@ -362,28 +362,25 @@ def _secondary_indexes(tables: Sequence[str]) -> list[tuple[str, str]]:
         return list(cursor.fetchall())
 
 
-TEXT_PAIR_TRIGGERS = {  # migration 0009
-    "search_chunk": ("search_chunk_text_pairs_insert", "search_chunk_text_pairs_update"),
-    "search_revision": ("search_revision_text_pairs_insert", "search_revision_text_pairs_update"),
-    "search_contentitem": ("search_item_text_pairs_insert", "search_item_text_pairs_update"),
-}
-
-
 @contextmanager
 def _text_pair_triggers_off() -> Iterator[None]:
-    """The text-pair triggers off while rows are copied in (one bulk fill afterwards instead of a trigger
-    call per row); back on however the copy ends."""
+    """The text-pair triggers (migration 0009, found by name) off while rows are copied in (one bulk fill
+    afterwards instead of a trigger call per row); back on however the copy ends."""
     with connection.cursor() as cursor:
-        for table, names in TEXT_PAIR_TRIGGERS.items():
-            for name in names:
-                cursor.execute(f"ALTER TABLE {table} DISABLE TRIGGER {name}")
+        cursor.execute(
+            "SELECT tgrelid::regclass::text, quote_ident(tgname) FROM pg_trigger "
+            "WHERE NOT tgisinternal AND tgname LIKE %s ORDER BY tgname",
+            ["search\\_%\\_text\\_pairs\\_%"],
+        )
+        triggers = cursor.fetchall()
+        for table, name in triggers:
+            cursor.execute(f"ALTER TABLE {table} DISABLE TRIGGER {name}")
     try:
         yield
     finally:
         with connection.cursor() as cursor:
-            for table, names in TEXT_PAIR_TRIGGERS.items():
-                for name in names:
-                    cursor.execute(f"ALTER TABLE {table} ENABLE TRIGGER {name}")
+            for table, name in triggers:
+                cursor.execute(f"ALTER TABLE {table} ENABLE TRIGGER {name}")
 
 
 def _copy_batch(batch: list[GeneratedItem], plans: dict[str, _CopyPlan], now: datetime) -> None:

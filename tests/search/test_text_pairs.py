@@ -211,3 +211,18 @@ def test_an_anonymous_visitor_cannot_tell_restricted_text_from_no_text(corpus: l
     ]
     assert selectors.preview_search(principal=ANONYMOUS, text="secret merger")
     assert missing_text_pairs() == (0, 0)
+
+
+def test_the_bench_load_turns_every_pair_trigger_off_and_back_on() -> None:
+    from search.services.bench_corpus import _text_pair_triggers_off
+
+    def states() -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT tgenabled FROM pg_trigger WHERE tgname LIKE %s", ["search\\_%\\_text\\_pairs\\_%"]
+            )
+            return [row[0] for row in cursor.fetchall()]
+
+    with _text_pair_triggers_off():
+        assert states() == ["D"] * 6  # chunks, revisions, items: insert and update each
+    assert states() == ["O"] * 6
