@@ -43,7 +43,7 @@ POSTINGS_CHECKS_PER_MS = 15
 # end a left piece it leaves out (a pair across a sentence end is not checked).
 TEXT_PAIR_CHARS = 64
 TEXT_PAIR_BREAKS = frozenset(".?!;:")
-# At most this many of a fragment's pairs are checked (each is one index probe).
+# At most this many of a fragment's pairs and pieces are checked (each is one index probe).
 TEXT_PAIR_CHECKS = 8
 _SETTING_NAME = re.compile(r"[a-z_]+")
 _SETTING_VALUE = re.compile(r"[a-z0-9]+")
@@ -247,21 +247,26 @@ def fragment_absent(folded: str, *, anonymous: bool, budget_ms: int | None = Non
 
     Wherever ``folded`` occurs, each two of its consecutive space-separated pieces stand side by side in
     the text: the first piece as the end of a text piece, the last as the start of one, those between
-    whole. ``search_text_pairs`` holds every such pair of the stored text (kept by triggers), so one pair
-    it lacks rules the fragment out, exactly, with a few index probes. A fragment of one piece, a pair
-    across a sentence end and a first piece under 3 characters (a probe over too many pairs) are not
-    checked. False when nothing could be ruled out, or the check ran past ``budget_ms``.
+    whole. ``search_text_pairs`` holds every such pair of the stored text and ``search_text_pieces`` every
+    piece (both kept by triggers), so one pair or piece they lack rules the fragment out, exactly, with a
+    few index probes in one statement. Pairs are checked where they can be (not across a sentence end, nor
+    with a first piece under 3 characters: a probe over too many pairs); a piece no checked pair covers is
+    checked on its own (a fragment of one piece lies inside one text piece), unless a pattern of it would
+    be under 3 characters (no trigram to look up). False when nothing could be ruled out, or the check ran
+    past ``budget_ms``.
     """
     pieces = folded.split(" ")
+    scope = "anonymous" if anonymous else "NOT anonymous"
     checks: list[str] = []
     params: list[Any] = []
+    covered: set[int] = set()
     for i, (left, right) in enumerate(pairwise(pieces)):
         first, last = i == 0, i + 1 == len(pieces) - 1
         if not left or left[-1] in TEXT_PAIR_BREAKS or (first and len(left) < 3):
             continue
         tail, head = left[::-1][:TEXT_PAIR_CHARS], right[:TEXT_PAIR_CHARS]
-        where = ["anonymous = %s", "tail_rev LIKE %s" if first else "tail_rev = %s"]
-        params += [anonymous, _like_escape(tail) + "%" if first else tail]
+        where = [scope, "tail_rev LIKE %s" if first else "tail_rev = %s"]
+        params.append(_like_escape(tail) + "%" if first else tail)
         if not last:
             where.append("head = %s")
             params.append(head)
@@ -269,8 +274,19 @@ def fragment_absent(folded: str, *, anonymous: bool, budget_ms: int | None = Non
             where.append("head LIKE %s")
             params.append(_like_escape(head) + "%")
         checks.append(f"EXISTS (SELECT 1 FROM search_text_pairs WHERE {' AND '.join(where)})")
+        covered |= {i, i + 1}
         if len(checks) == TEXT_PAIR_CHECKS:
             break
+    for i, piece in enumerate(pieces):
+        if i in covered or not piece or len(checks) == TEXT_PAIR_CHECKS:
+            continue
+        first, last = i == 0, i == len(pieces) - 1
+        if not (first or last):  # a whole piece
+            checks.append(f"EXISTS (SELECT 1 FROM search_text_pieces WHERE {scope} AND piece = %s)")
+            params.append(piece)
+        elif len(piece) >= 3:  # the end of a piece, the start of one, or anywhere in one
+            checks.append(f"EXISTS (SELECT 1 FROM search_text_pieces WHERE {scope} AND piece LIKE %s)")
+            params.append(("%" if first else "") + _like_escape(piece) + ("%" if last else ""))
     if not checks:
         return False
     rows = _within_budget(f"SELECT {' AND '.join(checks)}", params, budget_ms)
@@ -363,8 +379,9 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
 
     ``\\``, ``%`` and ``_`` are escaped, so ``50%`` matches the literal text. Bounded index lookups
     (trigram indexes on the folded title and chunk text, the impact-ordered postings), never a scan-and-sort.
-    A fragment two of whose pieces never stand side by side in any text the caller may read is answered at
-    once with nothing (``fragment_absent``; anonymous visitors and those who read everything). On a corpus
+    A fragment two of whose pieces never stand side by side, or one of whose pieces occurs in no text the
+    caller may read, is answered at once with nothing (``fragment_absent``; anonymous visitors and those who
+    read everything). On a corpus
     of ``PREVIEW_BUDGET_MIN_CHUNKS`` chunks or more the preview has a time budget (``PREVIEW_BUDGET_MS``, the
     whole call: its steps stop ``FINAL_READ_MS`` early to read their hits): a fragment made of common
     trigrams ("men are mor") can make a trigram index hand back most of a large corpus to re-check, and a
@@ -394,7 +411,7 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
 
     scope = text_pair_scope(principal)
     if scope is not None and fragment_absent(folded, anonymous=scope, budget_ms=left_ms(0.25)):
-        return []  # two of its pieces never stand side by side: no title or chunk it may read holds it
+        return []  # a pair or a piece of it occurs nowhere: no title or chunk it may read holds it
     pattern = _like_pattern(folded)
     items_sql, items_params = (
         ContentItem.objects.searchable(principal, corpus).filter(superseded_by__isnull=True).order_by()

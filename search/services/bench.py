@@ -374,6 +374,7 @@ def _median_text(texts: list[str], latencies: list[float]) -> str:
 PREWARM_TABLES = (
     "search_chunk", "search_postings", "search_term_stats", "search_corpus_stats", "search_revision",
     "search_contentitem", "search_citation", "search_embeddingspace", "search_text_pairs",
+    "search_text_pieces",
 )
 
 

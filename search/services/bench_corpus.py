@@ -12,7 +12,8 @@ The rows are what the ORM importer and ``index_rebuild`` would write, only faste
 then ``indexing.stats_refresh()`` and ``vector.vector_index_ensure()`` run exactly as in the build.
 Rows go in with ``COPY`` while the secondary indexes are dropped; the indexes are then recreated
 from their own definitions (``pg_indexes``), so the schema ends up exactly as migrated. The text-pair
-triggers (migration 0009) are off during the copy; ``search_text_pairs_fill()`` then adds every pair at once.
+triggers (migrations 0009, 0010) are off during the copy; ``search_text_pairs_fill()`` and
+``search_text_pieces_fill()`` then add every pair and piece at once.
 """
 
 from __future__ import annotations
@@ -364,8 +365,9 @@ def _secondary_indexes(tables: Sequence[str]) -> list[tuple[str, str]]:
 
 @contextmanager
 def _text_pair_triggers_off() -> Iterator[None]:
-    """The text-pair triggers (migration 0009, found by name) off while rows are copied in (one bulk fill
-    afterwards instead of a trigger call per row); back on however the copy ends."""
+    """The text-pair triggers (migration 0009, found by name; they add pieces too since 0010) off while rows
+    are copied in (one bulk fill afterwards instead of a trigger call per row); back on however the copy
+    ends."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT tgrelid::regclass::text, quote_ident(tgname) FROM pg_trigger "
@@ -450,9 +452,10 @@ def corpus_load(
     with connection.cursor() as cursor:
         cursor.execute("SET work_mem = '256MB'")
         cursor.execute("SELECT search_text_pairs_fill()")
+        cursor.execute("SELECT search_text_pieces_fill()")
         cursor.execute("RESET work_mem")
     report.seconds["text_pairs"] = time.monotonic() - started
-    say(f"  text pairs: {report.seconds['text_pairs']:.1f} s")
+    say(f"  text pairs and pieces: {report.seconds['text_pairs']:.1f} s")
     with connection.cursor() as cursor:
         for table in (ContentItem._meta.db_table, Revision._meta.db_table):
             cursor.execute(

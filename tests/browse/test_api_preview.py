@@ -105,14 +105,15 @@ def test_preview_query_count_is_bounded(client: Client, django_assert_max_num_qu
     for i in range(10):
         make_item(title=f"Guide {i}", body="About tenders.")
     build()
-    # then: titles, content, the hits, and (at most once a minute) the corpus size
-    with django_assert_max_num_queries(4):
+    # then: the check that the typed word occurs in some text, titles, content, the hits, and (at most once
+    # a minute) the corpus size
+    with django_assert_max_num_queries(5):
         assert client.get("/api/search/preview", {"q": "tender"}).json()["count"] == 8
     # and on a corpus large enough for the time budget: per step the budget is set and the query runs
     # (inside this test's transaction the step also takes a savepoint, resets the budget and releases it:
     # 5 per step); nothing scales with the corpus or the number of matches
     settings.SEARCH = {**settings.SEARCH, "PREVIEW_BUDGET_MIN_CHUNKS": 0}
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(17):
         assert client.get("/api/search/preview", {"q": "tender"}).json()["count"] == 8
 
 
@@ -132,16 +133,19 @@ def test_steps_past_their_budget_retry_titles_newest_first_and_skip_content(
     calls: list[tuple[str, Any]] = []
 
     def first_attempt_runs_out(sql: str, params: list[Any], budget_ms: int, *, setting: Any = None) -> Any:
-        calls.append(("content" if "search_chunk" in sql else "title", setting))
+        kind = "pieces" if "search_text_pieces" in sql else "content" if "search_chunk" in sql else "title"
+        calls.append((kind, setting))
         return real(sql, params, budget_ms, setting=setting) if setting else None
 
     monkeypatch.setattr(selectors, "_within_budget", first_attempt_runs_out)
     # when
     data = client.get("/api/search/preview", {"q": "tender"}).json()
-    # then: the title step was retried walking titles newest first; both content steps (the best chunks of
-    # the word "tender" completes to, then the trigram index) ran out too
+    # then: the check that the word occurs somewhere ran out (so nothing was ruled out), the title step was
+    # retried walking titles newest first; both content steps (the best chunks of the word "tender" completes
+    # to, then the trigram index) ran out too
     assert calls == [
-        ("title", None), ("title", ("enable_bitmapscan", "off")), ("content", None), ("content", None)
+        ("pieces", None), ("title", None), ("title", ("enable_bitmapscan", "off")), ("content", None),
+        ("content", None),
     ]
     assert [r["title"] for r in data["results"]] == ["Tender checklist"]
 
@@ -251,6 +255,6 @@ def test_a_small_corpus_has_no_time_budget_so_a_loaded_machine_cannot_cut_its_pr
     monkeypatch.setattr(selectors, "_within_budget", spy)
     # when
     data = client.get("/api/search/preview", {"q": "tender"}).json()
-    # then: both steps ran without a statement timeout
-    assert budgets == [None, None]
+    # then: every step (the check that the word occurs somewhere, titles, content) ran without a timeout
+    assert budgets == [None, None, None]
     assert [r["title"] for r in data["results"]] == ["Tender checklist", "Something else"]

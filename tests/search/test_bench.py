@@ -17,7 +17,7 @@ from django.test import override_settings
 from search.errors import SearchError
 from search.services import bench, bench_corpus, bench_http, scratch_db
 from search.services.embeddings import HashEmbedder
-from tests.search.test_text_pairs import missing_text_pairs
+from tests.search.test_text_pairs import missing_text_pairs, missing_text_pieces
 
 SENTENCES = [
     "Vitamin D supplementation lowers the risk of respiratory infection in older adults.",
@@ -157,8 +157,9 @@ def test_bulk_load_writes_what_the_real_import_and_build_write(
             # given the bulk-loaded corpus
             report = bench_corpus.corpus_load(spec, pool, workers=1)
             assert (report.items, report.revisions) == (3, 3)
-            # with every text pair of its chunks and titles filled in, and the pair triggers back on
+            # with every text pair and piece of its chunks and titles filled in, and the triggers back on
             assert missing_text_pairs() == (0, 0)
+            assert missing_text_pieces() == (0, 0)
             with connection.cursor() as cursor:
                 cursor.execute("SELECT count(*) FROM search_text_pairs")
                 assert cursor.fetchone()[0] > 100
