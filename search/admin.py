@@ -209,7 +209,7 @@ class ContentItemAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-embed these items with the active model")
     def reembed(self, request: HttpRequest, queryset: QuerySet[ContentItem]) -> None:
-        Chunk.objects.filter(item__in=queryset).update(embedding=None, embedding_model="")
+        Chunk.objects.filter(item__in=queryset).update(embedding=None, embedding_model="", embedding_hash=None)
         result = indexing.index_rebuild()
         self.message_user(request, f"Re-embedded: {result}", messages.SUCCESS)
 
@@ -242,7 +242,48 @@ class IndexStateAdmin(admin.ModelAdmin):
 
 @admin.register(EmbeddingSpace)
 class EmbeddingSpaceAdmin(admin.ModelAdmin):
-    list_display = ["model", "dimensions", "active", "created_at"]
+    """Embedding spaces, read-only: which one searches use, and the progress of a model switch (the worker
+    builds it; ``manage.py reembed`` does it in the foreground)."""
+
+    list_display = ["model", "dimensions", "space_state", "progress", "started_at", "progress_at",
+                    "finished_at", "short_error"]
+    readonly_fields = [f.name for f in EmbeddingSpace._meta.fields]
+    ordering = ["-active", "state", "-created_at"]
+
+    @admin.display(description="state")
+    def space_state(self, obj: EmbeddingSpace) -> str:
+        if obj.active:
+            return "active (searched)"
+        if obj.state == EmbeddingSpace.State.BUILDING:
+            from search.services import jobs
+
+            running = jobs.job_is_running(job=jobs.REEMBED)
+            return "building (running)" if running else "building (waiting for the worker)"
+        return str(obj.state)
+
+    @admin.display(description="progress")
+    def progress(self, obj: EmbeddingSpace) -> str:
+        from search.services.reembed import embedding_space_progress
+
+        done, total = embedding_space_progress(space=obj)
+        percent = 100.0 * done / total if total else 100.0
+        return format_html(
+            '<progress value="{}" max="{}" style="width:8em"></progress> {}/{} ({}%)',
+            done, max(total, 1), done, total, f"{percent:.0f}",
+        )
+
+    @admin.display(description="last error")
+    def short_error(self, obj: EmbeddingSpace) -> str:
+        return obj.last_error.splitlines()[0][:160] if obj.last_error else ""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(JobRun)

@@ -1,7 +1,9 @@
 """Text analysis shared by the build and the query parser, so both see words the same way.
 
 A word yields up to three forms:
-- *folded*: lower-cased, NFKC, accents and Arabic diacritics removed (``Écrit`` → ``ecrit``);
+- *folded*: lower-cased, NFKC, accents and Arabic diacritics removed (``Écrit`` → ``ecrit``), tatweel removed
+  and Arabic letter variants folded the standard way (hamza-carrying alefs and alef wasla → ا, alef maqsura
+  ى → ي, ta marbuta ة → ه), so ``مدرسة`` and ``مدرسه``, ``على`` and ``علي`` are one word;
 - *stem*: the Snowball stem of the folded word in the item's language (``simple`` = no stemming);
 - *title form*: the folded word with a leading article removed (``l'offre`` → ``offre``, ``الغابات`` → ``غابات``).
 """
@@ -20,14 +22,21 @@ import Stemmer
 STEM_LANGUAGES = {"en": "english", "fr": "french", "ar": "arabic"}
 _DATA = Path(__file__).parent / "analysis_data"
 
-# Letters, digits and joiners inside a word; an apostrophe splits (l'offre → l, offre).
-WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+# Letters, digits and joiners inside a word; an apostrophe splits (l'offre → l, offre). U+02BC (the modifier
+# letter apostrophe some keyboards type for ') counts as an apostrophe, not as a letter.
+WORD_RE = re.compile(r"[^\W_\u02bc]+", re.UNICODE)
+APOSTROPHES = frozenset("'\u2019\u02bc\u2018`\u00b4")
+# French elided words: ``l'offre``, ``qu'il``, ``jusqu'à`` — dropped before the apostrophe (as Lucene's
+# ElisionFilter does), so the word after it is the one indexed, counted and matched.
+FRENCH_ELISIONS = frozenset({"l", "d", "j", "m", "n", "s", "t", "c", "qu", "jusqu", "lorsqu", "puisqu", "quoiqu"})
 # Zero-width, bidi and tag characters: stripped before anything else.
 INVISIBLE_RE = re.compile(
     "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
     "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U000e0000-\U000e0fff]"
 )
 ARABIC_TATWEEL = "\u0640"
+# Applied after diacritics are stripped (NFKD already turns أ إ آ into ا, ؤ into و, ئ into ي).
+ARABIC_LETTER_FOLDS = str.maketrans({"\u0671": "\u0627", "\u0649": "\u064a", "\u0629": "\u0647"})
 TITLE_ARTICLES = {"the", "a", "an", "le", "la", "les", "l", "un", "une", "des", "du", "de", "d"}
 ARABIC_ARTICLE = "ال"
 ARABIC_CLITICS = ("و", "ف")
@@ -62,7 +71,7 @@ def fold(word: str) -> str:
     """Lower-case, compatibility-normalise and strip combining marks (accents, harakat)."""
     decomposed = unicodedata.normalize("NFKD", word.lower().replace(ARABIC_TATWEEL, ""))
     stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    return unicodedata.normalize("NFC", stripped)
+    return unicodedata.normalize("NFC", stripped).translate(ARABIC_LETTER_FOLDS)
 
 
 @lru_cache(maxsize=8)
@@ -104,11 +113,21 @@ class Token:
     end: int
 
 
+def _elided(text: str, end: int, folded: str) -> bool:
+    """Whether the word ending at ``end`` is a French elision (``l`` of ``l'offre``)."""
+    return (
+        folded in FRENCH_ELISIONS
+        and end + 1 < len(text)
+        and text[end] in APOSTROPHES
+        and text[end + 1].isalpha()
+    )
+
+
 def tokens(text: str) -> Iterator[Token]:
     for match in WORD_RE.finditer(text):
         word = match.group(0)
         folded = fold(word)
-        if folded:
+        if folded and not _elided(text, match.end(), folded):
             yield Token(word, folded, match.start(), match.end())
 
 

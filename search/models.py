@@ -152,11 +152,19 @@ class Chunk(models.Model):
     body_len = models.PositiveIntegerField(default=0)
     title_len = models.PositiveIntegerField(default=0)
     folded_text = models.TextField(blank=True, help_text="Lower-cased, accent-folded text for substring preview.")
+    # The chunk's own language (search.language.chunk_language): its text's when that is clear, else the
+    # item's. The build stems the chunk in it; fusion weighs the vector lane by it. Empty until built.
+    language = models.CharField(max_length=8, blank=True, default="")
     indexed = models.BooleanField(default=False)
     # The vector column has no fixed dimension: each model gets a partial HNSW index cast to its own
     # dimension (search.services.vector), so vectors of different models are never compared.
     embedding = VectorField(null=True)
     embedding_model = models.CharField(max_length=120, blank=True, db_index=True)
+    # sha256 of the chunk's embedding text (vector.chunk_embedding_text), written when the chunk is embedded
+    # or staged for a new model: the EmbeddingCache key of its vector in every model, so a model switch counts
+    # its progress and flips with joins instead of re-reading and hashing every text. Chunks never change
+    # text (a new revision gets new chunks), so the hash stays right. Null: not computed yet.
+    embedding_hash = models.CharField(max_length=64, null=True, blank=True)
 
     objects = ChunkQuerySet.as_manager()
 
@@ -189,12 +197,39 @@ class EmbeddingCache(models.Model):
 
 
 class EmbeddingSpace(models.Model):
-    """The model whose vectors the vector lane searches. One row; a change goes through `reembed`."""
+    """One embedding model's vectors. The ``active`` row is what the vector lane searches (at most one);
+    a ``building`` row is a model switch in progress (search.services.reembed), whose vectors are staged in
+    the EmbeddingCache until the flip makes it active in one transaction; ``retired`` rows are past models.
+    """
+
+    class State(models.TextChoices):
+        ACTIVE = "active", "active"
+        BUILDING = "building", "building"
+        RETIRED = "retired", "retired"
 
     model = models.CharField(max_length=120, unique=True)
     dimensions = models.PositiveIntegerField()
     active = models.BooleanField(default=False)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.BUILDING)
+    # Progress of a build (current chunks with a vector of this model / current chunks), for the admin;
+    # for the active space they are the figures of its flip.
+    chunks_done = models.PositiveIntegerField(default=0)
+    chunks_total = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    progress_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True, help_text="When it became the active space.")
+    last_error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["active"], condition=models.Q(active=True), name="embedding_space_one_active"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} ({self.state})"
 
 
 class IndexState(models.Model):

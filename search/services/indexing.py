@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from search import analysis
+from search import analysis, language
 from search.models import Chunk, ContentItem, IndexState
 
 logger = logging.getLogger(__name__)
@@ -28,14 +28,20 @@ BATCH = 500
 Progress = Callable[[int], None]
 
 
+def _stem_language(code: str) -> str:
+    return code if code in analysis.STEM_LANGUAGES else "simple"
+
+
 def _chunk_columns(chunk: Chunk, item: ContentItem, title: str, summary: str) -> dict[str, Any]:
-    language = item.language if item.language in analysis.STEM_LANGUAGES else "simple"
-    stems, surface, length = analysis.index_terms(chunk.text, language)
+    # The body is stemmed in the chunk's own language (an English section of a French item is English);
+    # keywords and the type belong to the item and are stemmed in its language.
+    chunk_language = language.chunk_language(chunk.text, item_language=item.language)
+    stems, surface, length = analysis.index_terms(chunk.text, _stem_language(chunk_language))
     titles = analysis.title_terms(title)
     meta_terms = []
     for phrase in [*item.ai_keywords, item.content_type.replace("_", " ")]:
         for token in analysis.tokens(phrase):
-            meta_terms.append(analysis.stem(token.folded, language))
+            meta_terms.append(analysis.stem(token.folded, _stem_language(item.language)))
     return {
         "tf_stem": json.dumps({term: len(positions) for term, positions in stems.items()}, ensure_ascii=False),
         "tf_surface": json.dumps({term: len(positions) for term, positions in surface.items()}, ensure_ascii=False),
@@ -44,6 +50,7 @@ def _chunk_columns(chunk: Chunk, item: ContentItem, title: str, summary: str) ->
         "body_len": length,
         "title_len": len(titles),
         "folded_text": analysis.folded_text(f"{title}\n{chunk.text}"),
+        "language": chunk_language,
     }
 
 
@@ -76,13 +83,13 @@ def columns_build(*, progress: Progress | None = None) -> int:
                 """
                 UPDATE search_chunk SET tf_stem = %s::jsonb, tf_surface = %s::jsonb,
                        lex_title = %s::tsvector, lex_meta = %s::tsvector, body_len = %s, title_len = %s,
-                       folded_text = %s, indexed = true
+                       folded_text = %s, language = %s, indexed = true
                 WHERE id = %s
                 """,
                 [
                     (
                         v["tf_stem"], v["tf_surface"], v["lex_title"], v["lex_meta"],
-                        v["body_len"], v["title_len"], v["folded_text"], pk,
+                        v["body_len"], v["title_len"], v["folded_text"], v["language"], pk,
                     )
                     for pk, v in values
                 ],

@@ -25,7 +25,7 @@ from django.utils import timezone
 from search import query_parser
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable, InvalidCursor, InvalidQuery
 from search.models import ContentItem
-from search.services import fusion, hit_rows, lanes, lexical, passages, rerank, vector
+from search.services import fusion, hit_rows, lane_weights, lanes, lexical, passages, rerank, vector
 from search.signals import search_performed
 from search.types import MAX_LIMIT, Hit, RetrievalQuery, RetrievalResult, Span
 
@@ -160,6 +160,12 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
 
     wants_lexical = parsed.searchable and query.mode != "vector"
     wants_vector = query.mode != "lexical" or query.similar_to is not None
+    # In a hybrid search the vector lane counts as much as its embedder was measured to be worth in the
+    # query's language (search.services.lane_weights); where that is nothing, it is not run at all.
+    vector_weight = float(settings.SEARCH["VECTOR_WEIGHT"])
+    if wants_lexical and wants_vector and query.similar_to is None:
+        vector_weight = lane_weights.vector_weight(vector.lane_model(), parsed.text)
+        wants_vector = vector_weight > 0
 
     # Beside a lexical lane the vector lane may hand fusion fewer hits (SEARCH_VECTOR_DEPTH: HNSW cost grows
     # with the depth; 100 measured -9 ms at 100k items but -0.0026 nDCG@10, so the default matches
@@ -217,7 +223,9 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
         vec_hits, lane_degraded, timings["vector_ms"] = pending.result() if pending is not None else vector_lane()
         degraded.extend(lane_degraded)
 
-    ordered = _fuse(query, parsed, lex_hits, vec_hits, reach=offset + query.limit, reads=reads)
+    ordered = _fuse(
+        query, parsed, lex_hits, vec_hits, reach=offset + query.limit, reads=reads, vector_weight=vector_weight
+    )
     total = len(ordered)
     page = ordered[offset : offset + query.limit]
     next_cursor = encode_cursor(offset + query.limit, fingerprint) if offset + query.limit < total else None
@@ -241,21 +249,27 @@ def _fuse(
     *,
     reach: int,
     reads: _PageReads,
+    vector_weight: float,
 ) -> list[_Candidate]:
-    """Candidates best first. ``reach``: how many leading places must be exact (offset + limit).
-    The rerank's item rows come from ``reads`` (read there when missing)."""
+    """Candidates best first. ``reach``: how many leading places must be exact (offset + limit);
+    ``vector_weight``: the vector lane's RRF weight for this query. The rerank's item rows come from
+    ``reads`` (read there when missing)."""
     by_item = query.granularity == "item"
     candidates: dict[int, _Candidate] = {}
     lex_order: list[int] = []
+    lex_scored: list[tuple[int, float]] = []
     for hit in _first_per_key(lex_hits, by_item=by_item):
         key = hit.item_id if by_item else hit.chunk_id
         candidates[key] = _Candidate(key, hit.item_id, hit.chunk_id, complete=hit.complete)
         lex_order.append(key)
+        lex_scored.append((key, hit.score))
         candidates[key].lanes["lexical"] = len(lex_order)
     vec_order: list[int] = []
+    vec_scored: list[tuple[int, float]] = []
     for vec_hit in _first_per_key(vec_hits, by_item=by_item):
         key = vec_hit.item_id if by_item else vec_hit.chunk_id
         vec_order.append(key)
+        vec_scored.append((key, vec_hit.similarity))
         cand = candidates.setdefault(key, _Candidate(key, vec_hit.item_id, vec_hit.chunk_id))
         cand.lanes["vector"] = len(vec_order)
         cand.similarity = vec_hit.similarity
@@ -268,12 +282,8 @@ def _fuse(
         for key in vec_order:
             candidates[key].score = candidates[key].similarity or 0.0
         return [candidates[k] for k in vec_order]
-    weights = [settings.SEARCH["LEXICAL_WEIGHT"], settings.SEARCH["VECTOR_WEIGHT"]]
-    k = settings.SEARCH["RRF_K"]
-    fused = fusion.rrf([lex_order, vec_order], k=k, weights=weights)
-    top = fusion.rrf_max(k=k, weights=weights)
-    for key, cand in candidates.items():
-        cand.score = fused.get(key, 0.0) / top
+    weights = [settings.SEARCH["LEXICAL_WEIGHT"], vector_weight]
+    _fused_scores(candidates, lex_order, vec_order, lex_scored, vec_scored, weights)
     # Rerank factors are at least 1 and at most rerank.max_factor(), so a candidate whose fused score
     # times that maximum stays below the reach-th fused score can never reach the first ``reach`` places:
     # only the others need their signals read and scored. Places past ``reach`` keep the fused order (a
@@ -289,6 +299,30 @@ def _fuse(
         if row is not None:
             cand.score *= rerank.rerank_factor(parsed, row.signals, now)
     return sorted(candidates.values(), key=lambda c: (-c.score, c.lanes.get("lexical", 10**9), c.key))
+
+
+def _fused_scores(
+    candidates: dict[int, _Candidate],
+    lex_order: list[int],
+    vec_order: list[int],
+    lex_scored: list[tuple[int, float]],
+    vec_scored: list[tuple[int, float]],
+    weights: list[float],
+) -> None:
+    """Each candidate's fused score in [0, 1] (``SEARCH_FUSION``): on the lanes' calibrated scores (z-scores,
+    scaled so the best candidate is 1 and the worst 0), or on their ranks (weighted RRF over its maximum).
+    Measured on the three dev sets in docs/benchmarks.md."""
+    if settings.SEARCH["FUSION"] == "zscore":
+        fused = fusion.zscore_fuse([lex_scored, vec_scored], weights=weights)
+        low, high = min(fused.values()), max(fused.values())
+        for key, cand in candidates.items():
+            cand.score = (fused[key] - low) / (high - low) if high > low else 1.0
+        return
+    k = settings.SEARCH["RRF_K"]
+    ranked = fusion.rrf([lex_order, vec_order], k=k, weights=weights)
+    top = fusion.rrf_max(k=k, weights=weights)
+    for key, cand in candidates.items():
+        cand.score = ranked.get(key, 0.0) / top
 
 
 def _facets(ordered: list[_Candidate]) -> dict[str, dict[str, int]]:

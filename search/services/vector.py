@@ -3,6 +3,12 @@
 The ``embedding`` column has no fixed dimension. Each model gets a partial HNSW index over
 ``embedding::vector(dim)`` restricted to its own rows, and the lane only ever compares the query
 with rows of the active model, so vectors of different models or dimensions never meet.
+
+The active space (``EmbeddingSpace.active``) is not necessarily the configured model: while a switch to
+another model is building (search.services.reembed), searches keep using the complete old space, and the
+query is embedded with the active space's own model (``space_provider``). A query vector carries the model
+it belongs to (:class:`QueryVector`), so a search that finds the space flipped under it embeds the query
+again in the new space instead of comparing vectors of two models.
 """
 
 from __future__ import annotations
@@ -11,18 +17,30 @@ import concurrent.futures
 import hashlib
 import logging
 import re
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from collections.abc import Callable, Iterable
+
 from django.conf import settings
 from django.core.cache import cache
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
 from search.models import Chunk, EmbeddingSpace
-from search.services.embeddings import EmbeddingProvider, embed_documents, get_provider
+from search.services.embeddings import (
+    EmbeddingProvider,
+    embed_documents,
+    embed_query,
+    get_provider,
+    provider_for_model,
+    text_hash,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -35,36 +53,91 @@ def _index_name(model: str) -> str:
     return f"chunk_hnsw_{slug}_{hashlib.sha1(model.encode()).hexdigest()[:6]}"
 
 
-def space_activate(*, provider: EmbeddingProvider) -> EmbeddingSpace:
-    with transaction.atomic():
-        EmbeddingSpace.objects.exclude(model=provider.name).update(active=False)
-        space, _ = EmbeddingSpace.objects.update_or_create(
-            model=provider.name, defaults={"dimensions": provider.dimensions, "active": True}
+# Changes of the active space (activation, a switch's flip) take this transaction-level advisory lock
+# exclusively; a backfill batch takes it shared before writing vectors of the space it read as active, so
+# no batch of the old model lands after a flip (it would sit outside the new space).
+SPACE_LOCK_KEY = 0x6B62_5350  # "kbSP"
+
+
+def space_lock(*, shared: bool = False) -> None:
+    """Take the embedding-space lock until the end of the current transaction (precondition: inside one)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT pg_advisory_xact_lock{'_shared' if shared else ''}(%s)", [SPACE_LOCK_KEY]
         )
+
+
+def space_activate(*, provider: EmbeddingProvider) -> EmbeddingSpace:
+    """Make ``provider``'s space the active one at once. Only for a corpus with no vectors to keep
+    searching (a fresh knowledge base); a corpus with vectors moves through ``reembed.corpus_reembed``'s
+    staged switch."""
+    now = timezone.now()
+    with transaction.atomic():
+        space_lock()
+        EmbeddingSpace.objects.exclude(model=provider.name).filter(
+            Q(active=True) | Q(state=EmbeddingSpace.State.BUILDING)
+        ).update(active=False, state=EmbeddingSpace.State.RETIRED)
+        space, _ = EmbeddingSpace.objects.update_or_create(
+            model=provider.name,
+            defaults={
+                "dimensions": provider.dimensions,
+                "active": True,
+                "state": EmbeddingSpace.State.ACTIVE,
+                "finished_at": now,
+                "last_error": "",
+            },
+            create_defaults={
+                "dimensions": provider.dimensions,
+                "active": True,
+                "state": EmbeddingSpace.State.ACTIVE,
+                "started_at": now,
+                "finished_at": now,
+            },
+        )
+    _known_spaces.clear()  # this process's lane reads the space again (others notice in their statement)
     return space
 
 
 def active_space(*, provider: EmbeddingProvider | None = None) -> EmbeddingSpace:
-    """The space the vector lane searches. Refuses a configured model that does not match the corpus."""
+    """The space the vector lane searches: the active row, whatever model is configured (a switch to the
+    configured model builds beside it and flips when complete). With no active space, or one that holds no
+    vectors (nothing to keep searching), the configured model's space (``provider``'s) becomes active."""
     provider = provider or get_provider()
     space = EmbeddingSpace.objects.filter(active=True).first()
-    if space is None:
-        return space_activate(provider=provider)
-    if space.model != provider.name or space.dimensions != provider.dimensions:
-        has_vectors = Chunk.objects.filter(embedding_model=space.model).exists()
-        if has_vectors:
-            raise EmbeddingModelMismatch(
-                f"The corpus is embedded with {space.model} ({space.dimensions} dims) but the configured "
-                f"embedding model is {provider.name} ({provider.dimensions} dims). Run "
-                f"`python manage.py reembed` to move the corpus to {provider.name}, or set "
-                "EMBEDDING_PROVIDER back."
-            )
-        return space_activate(provider=provider)
-    return space
+    if space is not None:
+        if (space.model, space.dimensions) == (provider.name, provider.dimensions):
+            return space
+        if Chunk.objects.filter(embedding_model=space.model).exists():
+            return space
+    return space_activate(provider=provider)
+
+
+def space_provider(model: str, dimensions: int) -> EmbeddingProvider:
+    """The provider of a stored space: the configured instance when it is that model (one instance, its
+    weights loaded once), else ``embeddings.provider_for_model`` (raises EmbeddingModelMismatch, with the
+    fix, for a model this version cannot embed with)."""
+    try:
+        configured: EmbeddingProvider | None = get_provider()
+    except ImproperlyConfigured:  # e.g. openai without a key: the space may still be another model's
+        configured = None
+    if configured is not None and (configured.name, configured.dimensions) == (model, int(dimensions)):
+        return configured
+    return provider_for_model(model, int(dimensions))
+
+
+def lane_model() -> str:
+    """The model of the space the vector lane searches, as this process last read it (no query once known;
+    a search that finds the space changed reads it again, and so does this after KNOWN_SPACE_MAX_AGE_S)."""
+    return _known_space(max_age_s=KNOWN_SPACE_MAX_AGE_S)[0]
 
 
 def chunk_embedding_text(title: str, toc_path: str, text: str) -> str:
     return "\n".join(part for part in (title, toc_path, text) if part)
+
+
+def chunk_texts(chunks: Iterable[Chunk]) -> list[str]:
+    """The embedding texts of chunks fetched with ``select_related("revision")``."""
+    return [chunk_embedding_text(c.revision.title, c.toc_path, c.text) for c in chunks]
 
 
 def embeddings_pending(model: str) -> Any:
@@ -72,9 +145,27 @@ def embeddings_pending(model: str) -> Any:
 
 
 def embeddings_backfill(*, progress: Any = None, provider: EmbeddingProvider | None = None, limit: int | None = None) -> int:
-    """Embed current chunks that have no vector of the active model, in batches. Resumable: each batch commits."""
-    provider = provider or get_provider()
+    """Embed current chunks that have no vector of the active space, with its model, in batches.
+
+    Resumable: each batch commits. ``provider`` defaults to the active space's model; a ``provider`` of
+    another model is refused (moving to another model is ``reembed``'s staged switch). A batch is written
+    only while its space is still the active one (shared space lock): after a flip the backfill stops and
+    the next run embeds with the new model. An active space this version cannot embed with is skipped
+    (logged): the switch to the configured model replaces it.
+    """
     space = active_space(provider=provider)
+    if provider is not None and (provider.name, provider.dimensions) != (space.model, space.dimensions):
+        raise EmbeddingModelMismatch(
+            f"The vector lane searches {space.model} ({space.dimensions} dims); the backfill cannot add "
+            f"{provider.name} ({provider.dimensions} dims) vectors to it. Run `python manage.py reembed` to "
+            f"move the corpus to {provider.name}."
+        )
+    if provider is None:
+        try:
+            provider = space_provider(space.model, space.dimensions)
+        except EmbeddingModelMismatch as exc:
+            logger.warning("embedding backfill skipped: %s", exc.message)
+            return 0
     done = 0
     last = 0
     while True:
@@ -84,11 +175,17 @@ def embeddings_backfill(*, progress: Any = None, provider: EmbeddingProvider | N
         if not batch:
             break
         last = batch[-1].pk
-        texts = [chunk_embedding_text(c.revision.title, c.toc_path, c.text) for c in batch]
+        texts = chunk_texts(batch)
         vectors = embed_documents(texts, provider=provider)
         with transaction.atomic():
-            for chunk, vec in zip(batch, vectors, strict=True):
-                Chunk.objects.filter(pk=chunk.pk).update(embedding=vec, embedding_model=space.model)
+            space_lock(shared=True)
+            if not EmbeddingSpace.objects.filter(pk=space.pk, active=True).exists():
+                logger.info("embedding backfill: %s is no longer the active space; stopping", space.model)
+                break
+            for chunk, text, vec in zip(batch, texts, vectors, strict=True):
+                Chunk.objects.filter(pk=chunk.pk).update(
+                    embedding=vec, embedding_model=space.model, embedding_hash=text_hash(text)
+                )
         done += len(batch)
         if progress:
             progress(len(batch))
@@ -97,8 +194,29 @@ def embeddings_backfill(*, progress: Any = None, provider: EmbeddingProvider | N
     return done
 
 
+def vector_index_exists(model: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [_index_name(model)])
+        return cursor.fetchone() is not None
+
+
+def vector_index_drop(*, model: str) -> bool:
+    """Drop ``model``'s HNSW index if it exists; returns whether it did.
+
+    ``CONCURRENTLY`` outside a transaction: a plain DROP INDEX takes an ACCESS EXCLUSIVE lock on
+    search_chunk, which would make every search wait behind it. Precondition: no search needs it (its model
+    is not the active one).
+    """
+    if not vector_index_exists(model):
+        return False
+    concurrently = "" if connection.in_atomic_block else "CONCURRENTLY"
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX {concurrently} IF EXISTS {_index_name(model)}")
+    return True
+
+
 def vector_index_ensure(*, space: EmbeddingSpace | None = None) -> str:
-    """Create the partial HNSW index of the active model if it does not exist yet."""
+    """Create the partial HNSW index of the active model (or of ``space``) if it does not exist yet."""
     space = space or active_space()
     name = _index_name(space.model)
     with connection.cursor() as cursor:
@@ -125,21 +243,55 @@ class VectorHit:
     similarity: float
 
 
-def query_embedding(text: str, *, provider: EmbeddingProvider | None = None) -> list[float]:
-    """Embed a query once, cached in Redis by (model, text hash); bounded by EMBEDDING_BUDGET_S."""
-    provider = provider or get_provider()
+def _query_embedding_key(provider: EmbeddingProvider, text: str) -> str:
+    return "qemb:" + hashlib.sha256(f"{provider.name}\x00{text}".encode()).hexdigest()
+
+
+def query_embedding_forget(text: str, *, provider: EmbeddingProvider) -> None:
+    """Drop a query's cached vector (the bench times uncached query embeddings with it)."""
+    cache.delete(_query_embedding_key(provider, text[: settings.SEARCH["QUERY_EMBED_MAX_CHARS"]]))
+
+
+class QueryVector(list[float]):
+    """A query's vector and the model (embedding space) it belongs to.
+
+    ``again(model, dimensions)`` gives the same query's vector in another space (None: it has none there),
+    for a search that finds the active space changed between embedding the query and reading the index.
+    A plain list handed to ``vector_search`` is taken to be of the active space.
+    """
+
+    def __init__(
+        self, values: Iterable[float], *, model: str, again: Callable[[str, int], list[float] | None]
+    ) -> None:
+        super().__init__(values)
+        self.model = model
+        self.again = again
+
+
+def query_embedding(text: str, *, provider: EmbeddingProvider | None = None) -> QueryVector:
+    """Embed a query once, cached in Redis by (model, text hash); bounded by EMBEDDING_BUDGET_S.
+
+    ``provider`` defaults to the active space's model (not the configured one: while a switch is building,
+    searches compare queries with the old space)."""
+    if provider is None:
+        provider = space_provider(*_known_space())
+    full_text = text
+
+    def again(model: str, dimensions: int) -> list[float]:
+        return query_embedding(full_text, provider=space_provider(model, dimensions))
+
     text = text[: settings.SEARCH["QUERY_EMBED_MAX_CHARS"]]
-    key = "qemb:" + hashlib.sha256(f"{provider.name}\x00{text}".encode()).hexdigest()
+    key = _query_embedding_key(provider, text)
     try:
         cached = cache.get(key)
     except Exception:  # noqa: BLE001 - the cache is an optimisation; a dead Valkey must not fail search
         logger.warning("query-embedding cache unavailable; embedding without it")
         cached = None
     if cached is not None:
-        return list(cached)
-    future = _pool.submit(provider.embed, [text])
+        return QueryVector(cached, model=provider.name, again=again)
+    future = _pool.submit(embed_query, provider, text)
     try:
-        vector = future.result(timeout=settings.EMBEDDING_BUDGET_S)[0]
+        vector = future.result(timeout=settings.EMBEDDING_BUDGET_S)
     except concurrent.futures.TimeoutError as exc:
         raise EmbeddingUnavailable("The embedding provider did not answer within the budget.") from exc
     except EmbeddingUnavailable:
@@ -147,25 +299,32 @@ def query_embedding(text: str, *, provider: EmbeddingProvider | None = None) -> 
     except Exception as exc:  # noqa: BLE001 - any provider failure degrades to lexical
         raise EmbeddingUnavailable(f"The embedding provider failed: {exc.__class__.__name__}") from exc
     try:
-        cache.set(key, vector, 24 * 3600)
+        cache.set(key, list(vector), 24 * 3600)
     except Exception:  # noqa: BLE001
         pass
-    return vector
+    return QueryVector(vector, model=provider.name, again=again)
 
 
-def item_vector(item_id: int, corpus: str) -> list[float] | None:
-    """An item's vector for similar_to: the mean of its chunk vectors in the corpus (active model)."""
-    space = active_space()
+def item_vector(item_id: int, corpus: str, *, space: tuple[str, int] | None = None) -> QueryVector | None:
+    """An item's vector for similar_to: the mean of its chunk vectors in the corpus, in the active space
+    (or ``space``, a (model, dimensions) pair)."""
+    model, dims = space or _known_space()
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT avg(embedding::vector({int(space.dimensions)}))::text FROM search_chunk "
+            f"SELECT avg(embedding::vector({int(dims)}))::text FROM search_chunk "
             f"WHERE item_id = %s AND embedding_model = %s AND {'in_live' if corpus == 'live' else 'in_latest'}",
-            [item_id, space.model],
+            [item_id, model],
         )
         row = cursor.fetchone()
     if not row or row[0] is None:
+        if space is None and _known_space(refresh=True) != (model, dims):  # the space flipped meanwhile
+            return item_vector(item_id, corpus, space=_known_space())
         return None
-    return [float(x) for x in row[0].strip("[]").split(",")]
+    return QueryVector(
+        (float(x) for x in row[0].strip("[]").split(",")),
+        model=model,
+        again=lambda m, d: item_vector(item_id, corpus, space=(m, d)),
+    )
 
 
 # The HNSW scan settings each search needs, as a session's settings: set once per database connection
@@ -176,9 +335,33 @@ _SCAN_SETTINGS_SQL = (
     "set_config('hnsw.max_scan_tuples', %(tuples)s, %(local)s)"
 )
 _session_settings: weakref.WeakKeyDictionary[Any, tuple[str, str]] = weakref.WeakKeyDictionary()
-# The active space as this process last read it, per configured provider: the search statement checks it
-# itself (one more row says whether that model is still the active one), so no query reads it first.
-_known_spaces: dict[tuple[str, int], tuple[str, int]] = {}
+# The active space (model, dimensions, when read) as this process last read it, per database (alias and
+# name: evaluate and bench switch the default connection to a scratch database): the search statement
+# checks it itself (one more row says whether that model is still the active one), so no query reads it
+# first. ``lane_model`` (fusion's lane weights) has no statement to check it, so it re-reads the space
+# when the process's copy is older than KNOWN_SPACE_MAX_AGE_S.
+_known_spaces: dict[tuple[str, str], tuple[str, int, float]] = {}
+KNOWN_SPACE_MAX_AGE_S = 30.0
+
+
+def _known_space(*, refresh: bool = False, max_age_s: float | None = None) -> tuple[str, int]:
+    key = (connection.alias, str(connection.settings_dict.get("NAME")))
+    known = None if refresh else _known_spaces.get(key)
+    if known is not None and max_age_s is not None and time.monotonic() - known[2] > max_age_s:
+        known = None
+    if known is None:
+        space = active_space()
+        known = _known_spaces[key] = (space.model, int(space.dimensions), time.monotonic())
+    return known[0], known[1]
+
+
+def _vector_in_space(vector: list[float], space: tuple[str, int]) -> list[float] | None:
+    """``vector`` as a vector of ``space``: itself when it is of that model (or untagged), else the same
+    query embedded again in that space, so a search never compares vectors of two models."""
+    model = getattr(vector, "model", None)
+    if model is None or model == space[0]:
+        return vector
+    return vector.again(*space)  # type: ignore[attr-defined]
 
 
 def _scan_settings() -> tuple[str, str]:
@@ -189,19 +372,19 @@ def vector_search(
     *, vector: list[float], corpus: str, items_sql: tuple[str, list[Any]], limit: int, exclude_item: int | None = None
 ) -> list[VectorHit]:
     """Nearest chunks by cosine similarity. Access and filters are applied inside the index scan
-    (pgvector iterative scan, bounded by ``max_scan_tuples``), so a narrow filter still fills ``limit``."""
-    provider = get_provider()
-    key = (provider.name, provider.dimensions)
-    known = _known_spaces.get(key)
-    if known is None:
-        space = active_space(provider=provider)
-        known = _known_spaces[key] = (space.model, int(space.dimensions))
-    rows = _nearest(vector, known, corpus, items_sql, limit, exclude_item)
+    (pgvector iterative scan, bounded by ``max_scan_tuples``), so a narrow filter still fills ``limit``.
+
+    Only chunks of the active space are read, and only with a query vector of that space: a
+    :class:`QueryVector` of another model (the space flipped since it was embedded) is embedded again."""
+    known = _known_space()
+    in_space = _vector_in_space(vector, known)
+    rows = _nearest(in_space, known, corpus, items_sql, limit, exclude_item) if in_space is not None else []
     if rows is None:  # the active space changed since this process read it
-        _known_spaces.pop(key, None)
-        space = active_space(provider=provider)
-        known = _known_spaces[key] = (space.model, int(space.dimensions))
-        rows = _nearest(vector, known, corpus, items_sql, limit, exclude_item) or []
+        known = _known_space(refresh=True)
+        in_space = _vector_in_space(vector, known)
+        if in_space is not None:
+            rows = _nearest(in_space, known, corpus, items_sql, limit, exclude_item)
+        rows = rows or []
     hits = [VectorHit(r[0], r[1], float(r[2])) for r in rows]
     hits.sort(key=lambda h: (-h.similarity, h.chunk_id))  # relaxed_order may be slightly out of order
     return hits

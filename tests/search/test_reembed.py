@@ -148,8 +148,8 @@ def test_reembed_moves_the_corpus_to_the_configured_model(settings) -> None:
     build()
     assert _index_exists("hash-384")
     settings.HASH_EMBEDDING_DIMENSIONS = 256
-    with pytest.raises(EmbeddingModelMismatch, match="manage.py reembed"):
-        vector.active_space()
+    # (searches keep the complete hash-384 space until the switch: no refusal any more)
+    assert vector.active_space().model == "hash-384"
     out = StringIO()
 
     # when
@@ -192,12 +192,18 @@ def test_reembed_interrupted_then_rerun_reaches_the_same_state(
     # when the first run stops half-way
     with pytest.raises(EmbeddingUnavailable):
         reembed.corpus_reembed(provider=flaky, sleep=lambda s: None, attempts=1)
-    halfway = len(_stored("hash-256"))
+    building = EmbeddingSpace.objects.get(model="hash-256")
+    halfway = reembed.reembed_pending_count()
+    searched = _stored("hash-384")
     # and the command runs again with a working provider
     call_command("reembed", stdout=StringIO(), stderr=StringIO())
 
-    # then it finished the rest, and the result equals an uninterrupted move
-    assert halfway == 2
+    # then the first run had staged one batch beside the space searches kept using (not the searched
+    # vectors: those stay hash-384 until the flip), the rerun finished the rest, and the result equals an
+    # uninterrupted move
+    assert (building.state, building.active, building.chunks_done, halfway) == ("building", False, 2, 3)
+    assert "provider is down" in building.last_error
+    _assert_same_vectors(searched, _expected(HashEmbedder(384)))
     _assert_same_vectors(_stored("hash-256"), _expected(HashEmbedder(256)))
     assert _index_exists("hash-256")
     assert reembed.reembed_pending_count() == 0

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from search.errors import EmbeddingModelMismatch, InvalidCursor, InvalidQuery
+from search.models import Chunk, EmbeddingSpace
 from search.principal import ANONYMOUS, Principal
 from search.services import embeddings, rerank, retrieve
 from search.services import vector as vector_service
@@ -163,19 +164,28 @@ def test_embedding_failure_degrades_to_lexical_within_budget(monkeypatch):
 
 
 @pytest.mark.django_db
-def test_model_mismatch_is_refused_with_reembed_hint(settings):
+def test_a_configured_model_that_differs_keeps_the_active_space_and_an_unknown_one_degrades(settings):
     make_item(title="A", body="text")
     build()
     settings.HASH_EMBEDDING_DIMENSIONS = 64
     embeddings._provider.cache_clear()
     try:
+        # another configured model: searches keep the active space (the switch builds the new one beside it)
+        assert vector_service.active_space().model == "hash-384"
+        result = retrieve(query=RetrievalQuery(text="text"))
+        assert not result.degraded and result.hits
+        # a stored space no provider can embed queries for: lexical results, flagged, with the fix named
+        EmbeddingSpace.objects.filter(active=True).update(model="word2vec-300")
+        Chunk.objects.update(embedding_model="word2vec-300")
+        vector_service._known_spaces.clear()
         with pytest.raises(EmbeddingModelMismatch, match="reembed"):
-            vector_service.active_space()
+            vector_service.query_embedding("text")
         result = retrieve(query=RetrievalQuery(text="text"))
         assert "embedding_model_mismatch" in result.degraded and result.hits
     finally:
         settings.HASH_EMBEDDING_DIMENSIONS = 384
         embeddings._provider.cache_clear()
+        vector_service._known_spaces.clear()
 
 
 @pytest.mark.django_db

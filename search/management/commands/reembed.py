@@ -1,4 +1,8 @@
-"""Move the corpus to the configured embedding model (EMBEDDING_PROVIDER): resumable, with a progress bar."""
+"""Move the corpus to the configured embedding model (EMBEDDING_PROVIDER): resumable, with a progress bar.
+
+The same service the worker's ``search.embedding_space_switch`` task runs, in the foreground: the new space
+is built beside the one searches use and replaces it atomically when complete.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +20,9 @@ from ._progress import progress_bar
 
 class Command(BaseCommand):
     help = (
-        "Embed every current chunk with the configured model, make it the model the vector lane "
-        "searches, and build its HNSW index. Safe to interrupt: run it again to continue."
+        "Embed every current chunk with the configured model beside the vectors searches use, then make it "
+        "the model the vector lane searches in one transaction (with its HNSW index). Safe to interrupt: "
+        "run it again to continue."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -44,10 +49,21 @@ class Command(BaseCommand):
                 outcome = jobs.job_execute(job=jobs.REEMBED, run=_run)
         except EmbeddingUnavailable as exc:
             raise CommandError(
-                f"{exc.message} Progress is kept: run `python manage.py reembed` again to continue."
+                f"{exc.message} Progress is kept (searches still use the previous model): run "
+                "`python manage.py reembed` again to continue."
             ) from exc
         if outcome.status == "busy":
-            raise CommandError("reembed is already running in another process.")
+            raise CommandError(
+                "reembed is already running in another process (the worker's embedding-space switch, or "
+                "another reembed); the admin's Embedding spaces page shows its progress."
+            )
+        if report["state"] != "active":
+            raise CommandError(
+                f"{report['embedded']} chunk(s) embedded, "
+                f"{report['chunks_done']}/{report['chunks_total']} ready; "
+                f"searches still use {report['previous_model']}: chunks kept being written while it tried to "
+                "switch. Run `python manage.py reembed` again to continue."
+            )
         dropped = f"; dropped {', '.join(report['dropped_indexes'])}" if report["dropped_indexes"] else ""
         self.stdout.write(
             f"{report['embedded']} chunk(s) embedded; the vector lane now searches {report['model']} "

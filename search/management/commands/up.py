@@ -135,9 +135,26 @@ class Command(BaseCommand):
             # Fresh review flags and quality scores now, rather than at the next 03:45 / 04:00 beat.
             review_flags_update(today=timezone.now().date())
             quality_scores_update(now=timezone.now())
+        # The active space is the one searches use, even when EMBEDDING_PROVIDER names another model: that
+        # one is built beside it by the worker (below), so the build keeps the active space complete.
         pending = indexing.columns_pending().count() + embeddings_pending(active_space().model).count()
         if pending:
             with progress_bar(self, total=pending, desc="index") as update:
                 indexing.index_rebuild(progress=update)
         else:
             indexing.stats_refresh()
+        self._embedding_switch_announce(background=not opts.get("no_worker"))
+
+    def _embedding_switch_announce(self, *, background: bool) -> None:
+        """One line when the configured embedding model is not the one searches use, and the switch queued
+        for the worker (it also starts from the beat)."""
+        from search.services.reembed import space_switch_status
+
+        status = space_switch_status()
+        if not status.needed:
+            return
+        self.stdout.write(self.style.WARNING(status.summary(background=background)))
+        if background:
+            from search.tasks import embedding_space_switch_enqueue
+
+            embedding_space_switch_enqueue()

