@@ -160,6 +160,9 @@ class FindHit(BaseModel):
     snippet: str = Field(description="Plain text of the matched passage (untrusted document content).")
     match_offsets: list[MatchOffset]
     lanes: list[str] = Field(description="Which retrieval lanes found it: lexical, vector.")
+    lane_ranks: dict[str, int] = Field(
+        default_factory=dict, description="Its rank in each lane that found it (1 = that lane's best match)."
+    )
     score: float
     updated_at: str
     review_status: str

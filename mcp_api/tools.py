@@ -40,7 +40,7 @@ from search.query_parser import validate_query_text
 from search.selectors import item_get
 from search.selectors_read import ReadView, item_quality, item_read, passage_read
 from search.services import retrieve
-from search.types import Corpus, Hit, RetrievalQuery, RetrievalResult, SearchFilters
+from search.types import Corpus, Hit, RetrievalQuery, RetrievalResult, SearchFilters, lanes_text
 
 TOC_MARKDOWN_ENTRIES = 40
 
@@ -141,6 +141,7 @@ def find_hit(hit: Hit, granularity: str) -> FindHit:
         snippet=snippet,
         match_offsets=[MatchOffset(start=s, end=e) for s, e in offsets],
         lanes=list(hit.lanes),
+        lane_ranks=dict(hit.lane_ranks),
         score=hit.score,
         updated_at=hit.updated_at.isoformat(),
         review_status=hit.review_status,
@@ -209,7 +210,7 @@ def find_markdown(args: FindArgs, found: FindResult) -> str:
             f"updated: {hit.updated_at[:10]}",
             f"review: {hit.review_status}",
             f"score: {hit.score:.3f}",
-            f"lanes: {'+'.join(hit.lanes) or '-'}",
+            f"lanes: {lanes_text(hit.lanes, hit.lane_ranks)}",
         ]
         block = render.document_block(hit.snippet, match_id=hit.match_id, item_id=hit.item_id)
         blocks.append(f"### {rank}. {render.one_line(hit.title)}\n{' · '.join(meta)}\n{block}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Literal
@@ -96,6 +97,11 @@ class Hit:
     superseded: bool = False
     similarity: float | None = None
 
+    @property
+    def lanes_text(self) -> str:
+        """``lexical #1 + vector #3``: the lanes that found the hit and its rank in each, as every surface says it."""
+        return lanes_text(self.lanes, self.lane_ranks)
+
 
 @dataclass(frozen=True)
 class RetrievalResult:
@@ -111,3 +117,8 @@ class RetrievalResult:
     @property
     def count(self) -> int:
         return self.total
+
+
+def lanes_text(lanes: Sequence[str], ranks: dict[str, int]) -> str:
+    """``lexical #1 + vector #3`` (``-`` when no lane found it, e.g. an item listed without a query)."""
+    return " + ".join(f"{lane} #{ranks[lane]}" if lane in ranks else lane for lane in lanes) or "-"

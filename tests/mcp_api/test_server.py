@@ -34,6 +34,7 @@ HIT_KEYS = {
     "snippet",
     "match_offsets",
     "lanes",
+    "lane_ranks",
     "score",
     "updated_at",
     "review_status",
@@ -190,6 +191,10 @@ def test_find_similar_to_without_query(mcp_base_url: str, corpus: Corpus) -> Non
     assert data["query"] is None
     assert ids(similar)[0] == corpus.related.pk and corpus.policy.pk not in ids(similar)
     assert "vector" in data["results"][0]["lanes"]
+    # each hit explains itself as on the site: its rank in every lane that found it
+    assert all(set(r["lane_ranks"]) == set(r["lanes"]) for r in data["results"])
+    assert data["results"][0]["lane_ranks"]["vector"] == 1
+    assert "vector #1" in text_of(similar)
     assert hidden.isError and "similar_to" in text_of(hidden)
 
 

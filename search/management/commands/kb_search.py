@@ -89,13 +89,13 @@ class Command(BaseCommand):
         if result.suggestion:
             header += f" — did you mean {result.suggestion!r}?"
         self.stdout.write(style.MIGRATE_HEADING(header) if style else header)
-        columns = [("title", 40), ("domain", 16), ("keywords", 22), ("lanes", 14)]
+        columns = [("title", 40), ("domain", 16), ("keywords", 22), ("lanes", 22)]
         snippet_width = max(20, width - sum(w + 2 for _, w in columns) - 8)
         line = "  ".join(f"{name:<{w}}" for name, w in columns) + f"  {'snippet':<{snippet_width}}"
         self.stdout.write(style.SQL_FIELD(line) if style else line)
         for hit in result.hits:
             snippet = " ".join(hit.passage.split())[:snippet_width]
-            cells = [hit.title, hit.primary_domain, ", ".join(hit.ai_keywords), "+".join(hit.lanes)]
+            cells = [hit.title, hit.primary_domain, ", ".join(hit.ai_keywords), hit.lanes_text]
             row = "  ".join(f"{(c or '')[:w]:<{w}}" for c, (_, w) in zip(cells, columns, strict=True))
             self.stdout.write(f"{row}  {snippet}")
             if full and hit.summary:
@@ -116,6 +116,7 @@ def payload(text: str, result: Any, *, full: bool = False) -> dict[str, Any]:
                 "title": h.title,
                 "score": h.score,
                 "lanes": list(h.lanes),
+                "lane_ranks": dict(h.lane_ranks),
                 "snippet": h.passage,
                 "toc_path": h.toc_path,
                 **({"summary": h.summary} if full else {}),
