@@ -5,13 +5,18 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: run test install install-dev chromium schema bench clean
+.PHONY: run test install install-dev chromium schema bench clean reliability-figures
 
 run: $(VENV)/.installed
 	$(PY) manage.py up
 
 test: $(VENV)/.installed-dev chromium
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Refresh docs/reliability/figures.json, the figures docs/reliability.md cites: the reliability suite with its
+# figures written to that tracked file (a plain test run writes them to var/reliability/figures.json).
+reliability-figures: $(VENV)/.installed-dev
+	RELIABILITY_FIGURES=$(CURDIR)/docs/reliability/figures.json $(PY) -m pytest tests/reliability $(PYTEST_ARGS)
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

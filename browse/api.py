@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from browse import selectors as browse_selectors, services as browse_services
 from browse.params import filters_from_params
-from browse.presenters import hit_json
+from browse.presenters import hit_json, preview_json
 from browse.schemas import PreviewRequest, SearchRequest, parse_model
 from browse.views import spend
 from search import selectors
@@ -89,11 +89,7 @@ def search_preview(request: HttpRequest) -> JsonResponse:
         hits = selectors.preview_search(principal=principal, text=params.q, limit=params.limit)
     except SearchError as exc:
         return _search_error(exc)
-    results = [
-        {"id": h.id, "title": h.title, "content_type": h.content_type, "primary_domain": h.primary_domain,
-         "url": h.url}
-        for h in hits
-    ]
+    results = [preview_json(h) for h in hits]
     return JsonResponse({"results": results, "count": len(results)})
 
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -14,7 +14,7 @@ from django.utils.safestring import SafeString, mark_safe
 from search.highlight import highlight_html, plain_passage
 from search.models import ContentType, ReviewStatus
 from search.principal import Principal
-from search.selectors import item_revision
+from search.selectors import PreviewHit, item_revision
 from search.selectors_browse import CardExtras, card_extras
 from search.selectors_closed import ClosedItem
 from search.types import Hit
@@ -190,4 +190,27 @@ def hit_json(hit: Hit) -> dict[str, Any]:
         "similarity": hit.similarity,
         "lanes": list(hit.lanes),
         "lane_ranks": dict(hit.lane_ranks),
+    }
+
+
+class PreviewResult(TypedDict):
+    """One result of ``GET /api/search/preview``."""
+
+    id: int
+    title: str
+    title_spans: list[list[int]]  # [start, end) of each match in ``title``, in characters (code points)
+    content_type: str
+    primary_domain: str
+    url: str
+
+
+def preview_json(hit: PreviewHit) -> PreviewResult:
+    """One preview row; the page marks ``title_spans`` itself, inserting the title as text only."""
+    return {
+        "id": hit.id,
+        "title": hit.title,
+        "title_spans": [[s.start, s.end] for s in hit.title_spans],
+        "content_type": hit.content_type,
+        "primary_domain": hit.primary_domain,
+        "url": hit.url,
     }

@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import time
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import pairwise
@@ -26,7 +27,7 @@ from search.errors import InvalidCursor, InvalidQuery, NotFound
 from search.models import ContentItem
 from search.principal import Principal
 from search.query_parser import normalize_query_text
-from search.types import MAX_LIMIT, PREVIEW_MAX_LIMIT, Corpus, SearchFilters
+from search.types import MAX_LIMIT, PREVIEW_MAX_LIMIT, Corpus, SearchFilters, Span
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +143,36 @@ class PreviewHit:
     primary_domain: str
     url: str
     title_match: bool
+    # Where the typed fragment occurs in ``title`` (offsets into it; empty for a match in the content only).
+    title_spans: tuple[Span, ...] = ()
+
+
+def folded_match_spans(text: str, folded: str) -> tuple[Span, ...]:
+    """Where the folded fragment ``folded`` occurs in ``text``: spans of ``text`` itself (Python character
+    offsets, end exclusive), non-overlapping, left to right.
+
+    The preview's own match rule (``folded_text(text)`` holds ``folded``), mapped back through the folding
+    character by character: ``ecrit`` marks ``Écrit``, ``كتاب`` marks ``كِتَابُ`` (the harakat after the last
+    letter included, so a mark never splits a letter from its accents). Empty when ``folded`` is empty, or
+    when ``text`` folds differently as a whole than character by character (context-dependent lower-casing,
+    such as a Greek final sigma): no mark rather than a wrong one.
+    """
+    if not folded or not text:
+        return ()
+    pieces = [folded_text(ch) for ch in text]
+    joined = "".join(pieces)
+    if joined != folded_text(text):
+        return ()
+    owner = [i for i, piece in enumerate(pieces) for _ in piece]  # folded position -> index in text
+    spans: list[Span] = []
+    at = joined.find(folded)
+    while at != -1:
+        start, end = owner[at], owner[at + len(folded) - 1] + 1
+        while end < len(text) and not pieces[end] and unicodedata.combining(text[end]):
+            end += 1
+        spans.append(Span(start, end))
+        at = joined.find(folded, at + len(folded))
+    return tuple(spans)
 
 
 def _like_escape(text: str) -> str:
@@ -489,8 +520,10 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     for item_id in ids:
         item = items[item_id]
         revision = item.live_revision if corpus == "live" else (item.latest_revision or item.live_revision)
-        hits.append(PreviewHit(item.pk, revision.title if revision else "", item.content_type, item.primary_domain,
-                               item.get_absolute_url(), item_id in title_ids))
+        title = revision.title if revision else ""
+        spans = folded_match_spans(title, folded)
+        hits.append(PreviewHit(item.pk, title, item.content_type, item.primary_domain, item.get_absolute_url(),
+                               item_id in title_ids, spans))
     return hits
 
 

@@ -131,6 +131,18 @@ def lane_model() -> str:
     return _known_space(max_age_s=KNOWN_SPACE_MAX_AGE_S)[0]
 
 
+def lane_warm() -> None:
+    """Load the model the vector lane embeds queries with, now, so the first search's embedding budget
+    (EMBEDDING_BUDGET_S, meant for a slow provider) is not spent loading weights. Web processes, workers and
+    ``kb_search`` call it at start; a failure is logged, never raised (searches then degrade as usual)."""
+    from search.services.embeddings import provider_warm
+
+    try:
+        provider_warm(space_provider(*_known_space()))
+    except Exception as exc:  # noqa: BLE001 - a cold model must not stop a process from starting
+        logger.warning("could not load the embedding model ahead of searches: %s", exc)
+
+
 def chunk_embedding_text(title: str, toc_path: str, text: str) -> str:
     return "\n".join(part for part in (title, toc_path, text) if part)
 

@@ -3,8 +3,13 @@
  * (GET /api/search/preview) and popular topics.
  *
  * Live preview rules: nothing is requested under 3 characters; requests wait for 300 ms of quiet
- * typing; a newer request aborts the one in flight (AbortController) and only the latest answer
- * renders; answers are cached for 30 s; a 429 keeps the results already shown (no error toast).
+ * typing; a change of the text aborts the request in flight (AbortController) and every answer carries
+ * its request's sequence number, so only the answer to the latest request for the text now typed renders;
+ * answers are cached for 30 s; a 429 keeps the results already shown (no error toast). Each row's title
+ * is inserted as text, with <mark> elements around the server's title_spans (the typed fragment).
+ * Submitting (Enter, the button, picking an option) cancels the pending and the in-flight preview and
+ * closes the dropdown; it stays closed, whatever arrives late, until the user types, focuses the box
+ * again or presses an arrow key.
  * Keyboard: ArrowDown / ArrowUp move through the options, Enter opens the active option (or searches
  * the typed text), Escape closes the dropdown.
  *
@@ -51,9 +56,11 @@
   var recent = signedIn ? readJson("kb-recent-data", []) : readLocalRecent();
   var previewCache = new Map(); // lower-cased text -> {time, results}
   var preview = {text: "", results: [], loading: false};
-  var timer = null;
-  var controller = null;
-  var latest = 0;
+  var timer = null; // the debounce
+  var controller = null; // aborts the request in flight
+  var latest = 0; // sequence number of the latest request: an answer to an older one is ignored
+  var requested = ""; // the text of the request in flight
+  var dismissed = false; // closed by the user (submit, Escape, blur): late answers must not reopen it
   var options = [];
   var active = -1;
   var optionSeq = 0;
@@ -114,7 +121,38 @@
     return input.value.trim().replace(/\s+/g, " ");
   }
 
-  function makeOption(kind, label, detail, value) {
+  function spanList(spans, length) {
+    // [[start, end], ...] from the server: integers, clamped to the text, in order, never overlapping.
+    if (!Array.isArray(spans)) return [];
+    var out = [];
+    spans.forEach(function (span) {
+      if (!Array.isArray(span) || !Number.isInteger(span[0]) || !Number.isInteger(span[1])) return;
+      var start = Math.max(0, span[0]);
+      var end = Math.min(length, span[1]);
+      if (end > start) out.push([start, end]);
+    });
+    out.sort(function (a, b) { return a[0] - b[0]; });
+    return out;
+  }
+
+  function appendMarked(parent, label, spans) {
+    // Text nodes and bare <mark> elements only: the title is never parsed as HTML. Offsets count code
+    // points (the server's character offsets), not UTF-16 units.
+    var chars = Array.from(label);
+    var at = 0;
+    spanList(spans, chars.length).forEach(function (span) {
+      var start = Math.max(at, span[0]);
+      if (span[1] <= start) return;
+      if (start > at) parent.appendChild(document.createTextNode(chars.slice(at, start).join("")));
+      var mark = document.createElement("mark");
+      mark.textContent = chars.slice(start, span[1]).join("");
+      parent.appendChild(mark);
+      at = span[1];
+    });
+    if (at < chars.length) parent.appendChild(document.createTextNode(chars.slice(at).join("")));
+  }
+
+  function makeOption(kind, label, detail, value, spans) {
     var el = document.createElement("div");
     el.className = "dd-option dd-option--" + kind;
     el.id = "kb-opt-" + (++optionSeq);
@@ -124,7 +162,7 @@
     el.setAttribute("data-value", value);
     var main = document.createElement("span");
     main.className = "dd-option__label";
-    main.textContent = label; // text only: titles are never parsed as HTML
+    appendMarked(main, label, spans); // text only: titles are never parsed as HTML
     el.appendChild(main);
     if (detail) {
       var small = document.createElement("span");
@@ -172,7 +210,8 @@
       if (preview.results.length) {
         preview.results.forEach(function (r) {
           var detail = [humanize(r.content_type), humanize(r.primary_domain)].filter(Boolean).join(" · ");
-          containers.preview.appendChild(makeOption("preview", r.title, detail, r.url));
+          containers.preview.appendChild(makeOption("preview", String(r.title || ""), detail, r.url,
+            r.title_spans));
         });
       } else if (preview.loading) {
         containers.preview.appendChild(note("Searching…"));
@@ -202,6 +241,7 @@
   }
 
   function close() {
+    dismissed = true;
     dropdown.hidden = true;
     input.setAttribute("aria-expanded", "false");
     input.removeAttribute("aria-activedescendant");
@@ -209,7 +249,17 @@
   }
 
   function refresh() {
-    if (document.activeElement === input || isOpen()) open();
+    if (!dismissed && (document.activeElement === input || isOpen())) open();
+  }
+
+  function reopen() {
+    // The user asks for the dropdown again (focus, an arrow key). Preview rows for other text than the
+    // box holds (it changed without typing: Back, a picked topic) are not shown; typing fetches anew.
+    dismissed = false;
+    if (!timer && !controller && cacheKey(preview.text) !== cacheKey(text())) {
+      preview = {text: "", results: [], loading: false};
+    }
+    open();
   }
 
   function setActive(index) {
@@ -225,6 +275,7 @@
   // --- searching ---
   function submitQuery(query) {
     query = (query || "").trim();
+    cancelPreview();
     close();
     if (query) addRecent(query);
     if (window.kbBrowse) {
@@ -238,6 +289,7 @@
     var kind = el.getAttribute("data-kind");
     var value = el.getAttribute("data-value");
     if (kind === "preview") {
+      cancelPreview();
       close();
       window.location.assign(value);
       return;
@@ -251,27 +303,46 @@
     return value.toLowerCase();
   }
 
+  function cancelPreview() {
+    // No pending request, none in flight, and any answer still on its way is ignored (sequence number).
+    clearTimeout(timer);
+    timer = null;
+    if (controller) controller.abort();
+    controller = null;
+    requested = "";
+    latest += 1;
+    var kept = cacheKey(preview.text) === cacheKey(text()) ? preview.results : [];
+    preview = {text: kept.length ? preview.text : "", results: kept, loading: false};
+    listbox.setAttribute("aria-busy", "false");
+  }
+
   function schedulePreview() {
     var typed = text();
     clearTimeout(timer);
-    if (typed.length < MIN_CHARS) {
-      if (controller) controller.abort();
+    timer = null;
+    if (controller && cacheKey(requested) !== cacheKey(typed)) {
+      // The text changed: the answer in flight is for other text, so it is cancelled, not shown later.
+      controller.abort();
+      controller = null;
+      requested = "";
       latest += 1;
+      if (preview.loading) preview = {text: preview.text, results: preview.results, loading: false};
+    }
+    if (typed.length < MIN_CHARS) {
       preview = {text: typed, results: [], loading: false};
       status.textContent = "";
       refresh();
       return;
     }
+    if (controller) return; // the request in flight is for this very text
     var hit = previewCache.get(cacheKey(typed));
     if (hit && Date.now() - hit.time < CACHE_MS) {
-      if (controller) controller.abort();
-      latest += 1;
       preview = {text: typed, results: hit.results, loading: false};
       announce();
       refresh();
       return;
     }
-    timer = setTimeout(function () { fetchPreview(typed); }, DEBOUNCE_MS);
+    timer = setTimeout(function () { timer = null; fetchPreview(typed); }, DEBOUNCE_MS);
   }
 
   function announce() {
@@ -281,23 +352,42 @@
 
   function fetchPreview(typed) {
     if (controller) controller.abort();
-    controller = new AbortController();
+    var own = new AbortController();
+    controller = own;
+    requested = typed;
     var mine = ++latest;
+
+    function done() {
+      // This request is over; its answer counts only if it is still the latest request and the box still
+      // holds the text it asked about (a submit, or a change of the text, makes it stale).
+      if (controller === own) {
+        controller = null;
+        requested = "";
+      }
+      if (mine !== latest) return false;
+      if (cacheKey(typed) === cacheKey(text())) return true;
+      preview = {text: preview.text, results: preview.results, loading: false};
+      return false;
+    }
+
+    function stopLoading() {
+      preview = {text: preview.text, results: preview.results, loading: false};
+      refresh();
+    }
+
     preview = {text: preview.text, results: preview.results, loading: true};
     refresh();
     var url = "/api/search/preview?q=" + encodeURIComponent(typed) + "&limit=" + LIMIT;
-    fetch(url, {headers: {"Accept": "application/json"}, credentials: "same-origin", signal: controller.signal})
+    fetch(url, {headers: {"Accept": "application/json"}, credentials: "same-origin", signal: own.signal})
       .then(function (response) {
-        if (mine !== latest) return;
         if (response.status === 429) {
           // Rate limited: keep showing what we have, quietly.
-          preview = {text: preview.text, results: preview.results, loading: false};
-          refresh();
+          if (done()) stopLoading();
           return;
         }
         if (!response.ok) throw new Error("HTTP " + response.status);
         return response.json().then(function (data) {
-          if (mine !== latest) return;
+          if (!done()) return;
           var found = Array.isArray(data.results) ? data.results : [];
           previewCache.set(cacheKey(typed), {time: Date.now(), results: found});
           preview = {text: typed, results: found, loading: false};
@@ -306,27 +396,26 @@
         });
       })
       .catch(function (error) {
-        if (error && error.name === "AbortError") return;
-        if (mine !== latest) return;
-        preview = {text: preview.text, results: preview.results, loading: false};
-        refresh();
+        if (error && error.name === "AbortError") return; // cancelled by a newer request or a submit
+        if (done()) stopLoading();
       });
   }
 
   // --- events ---
   input.addEventListener("input", function () {
     if (clearButton) clearButton.hidden = !input.value;
+    dismissed = false;
     schedulePreview();
     open();
   });
-  input.addEventListener("focus", open);
+  input.addEventListener("focus", reopen);
   input.addEventListener("blur", function () {
     // Let a click inside the dropdown land first (mousedown there keeps the focus anyway).
     setTimeout(function () { if (document.activeElement !== input) close(); }, 0);
   });
   input.addEventListener("keydown", function (event) {
     if (event.key === "ArrowDown" || event.key === "ArrowUp") {
-      if (!isOpen()) open();
+      if (!isOpen()) reopen();
       if (!options.length) return;
       event.preventDefault();
       setActive(active === -1 ? (event.key === "ArrowDown" ? 0 : options.length - 1)

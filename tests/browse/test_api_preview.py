@@ -63,7 +63,35 @@ def test_title_matches_come_before_content_only_matches(client: Client) -> None:
     data = client.get("/api/search/preview", {"q": "TENDER"}).json()
     # then
     assert [r["title"] for r in data["results"]] == ["Tender checklist", "Something else"]
-    assert set(data["results"][0]) == {"id", "title", "content_type", "primary_domain", "url"}
+    assert set(data["results"][0]) == {"id", "title", "title_spans", "content_type", "primary_domain", "url"}
+
+
+def test_rows_carry_where_an_accented_fragment_of_another_case_occurs_in_the_title(client: Client) -> None:
+    # given
+    make_item(title="Un ÉCRIT, deux écrits", body="Texte.")
+    make_item(title="Guide", body="Un écrit dans le texte seulement.")
+    build()
+    # when: typed without accents, in lower case
+    data = client.get("/api/search/preview", {"q": "ecrit"}).json()
+    # then: offsets in the title as written (characters, end exclusive); none for a content-only match
+    assert [(r["title"], r["title_spans"]) for r in data["results"]] == [
+        ("Un ÉCRIT, deux écrits", [[3, 8], [15, 20]]),
+        ("Guide", []),
+    ]
+    title = data["results"][0]["title"]
+    assert [title[a:b] for a, b in data["results"][0]["title_spans"]] == ["ÉCRIT", "écrit"]
+
+
+def test_an_arabic_fragment_marks_its_letters_with_their_harakat(client: Client) -> None:
+    # given
+    make_item(title="دليل الكِتَابةِ", body="نص.", language="ar")
+    build()
+    # when: typed without harakat
+    data = client.get("/api/search/preview", {"q": "كتاب"}).json()
+    # then: the span covers the letters as written, harakat included
+    [row] = data["results"]
+    assert row["title_spans"] == [[7, 13]]
+    assert row["title"][7:13] == "كِتَاب"
 
 
 def test_anonymous_visitors_see_public_live_items_only(client: Client, user_client: Client) -> None:

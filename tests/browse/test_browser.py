@@ -494,3 +494,106 @@ def test_search_works_with_javascript_disabled(browser: Any, live_server: Any, k
         assert page.inner_text("#results-count").strip() == "1 item"
     finally:
         context.close()
+
+
+# --- issue 21: typing fast, then Enter ---
+
+def test_typing_fast_then_enter_lets_the_first_result_open(session: Session, kb: None) -> None:
+    # given: enough matches for a full preview (it would reach down over the first cards), and a typist at
+    # 40 ms a key who presses Enter before the 300 ms debounce fires
+    for i in range(8):
+        make_item(title=f"Pricing note {i}", body="Rates.", primary_domain="pricing", content_type="guide")
+    build()
+    page = session.page
+    page.goto("/browse")
+    # when
+    page.type("#kb-q", "pricing", delay=40)
+    page.press("#kb-q", "Enter")
+    page.wait_for_timeout(1000)  # past the debounce: no preview may open over the results
+    first = page.locator(".results__inner[data-mode=search] .cards .card .card__title a").first
+    href = first.get_attribute("href")
+    with page.expect_navigation():
+        first.click()
+    # then: the click reached the card, not a dropdown option ("popular topic") over it
+    assert href and href.startswith("/items/")
+    assert page.url.endswith(href)
+
+
+def test_a_preview_answer_after_enter_is_ignored(session: Session, kb: None) -> None:
+    # given: a preview request is in flight, held back by the network
+    page = session.page
+    held: list[Any] = []
+    page.route("**/api/search/preview*", lambda route: held.append(route))
+    page.goto("/browse")
+    type_slowly(page, "#kb-q", "social")
+    page.wait_for_function("document.getElementById('kb-listbox').getAttribute('aria-busy') === 'true'")
+    assert held, "the preview request was not sent"
+    # when: Enter, then the answer arrives
+    with page.expect_response(lambda r: "/browse?q=social" in r.url):
+        page.keyboard.press("Enter")
+    late = {"results": [{"id": 999, "title": "LATE ANSWER", "content_type": "guide", "primary_domain": "x",
+                         "url": "/items/late"}], "count": 1}
+    try:
+        held[0].fulfill(status=200, content_type="application/json", body=json.dumps(late))
+    except Exception:  # noqa: BLE001 - the browser already aborted it, which is the point
+        pass
+    page.wait_for_timeout(500)
+    # then: the request was cancelled, the dropdown stays closed and nothing late was rendered
+    assert any("q=social&" in url for url in session.failed), "the in-flight preview was not aborted"
+    assert page.is_hidden("#kb-dropdown")
+    assert page.get_attribute("#kb-q", "aria-expanded") == "false"
+    assert page.get_attribute("#kb-listbox", "aria-busy") == "false"
+    assert "LATE ANSWER" not in page.inner_text("#kb-listbox")
+    assert "Social value guide" in session.card_titles()
+    # when: typing on reopens the dropdown as usual
+    page.keyboard.type(" v")
+    page.wait_for_selector("#kb-dropdown:not([hidden])")
+
+
+# --- issue 21: the preview shows what matched ---
+
+def _preview_label_nodes(page: Any) -> list[list[tuple[str, str]]]:
+    """For each preview row: its label's child nodes as (node name, text)."""
+    return page.evaluate(
+        "() => Array.from(document.querySelectorAll(\"[data-section='preview'] .dd-option__label\"))"
+        ".map(label => Array.from(label.childNodes).map(n => [n.nodeName, n.textContent]))"
+    )
+
+
+def test_the_preview_marks_the_typed_fragment_accents_and_case_folded(session: Session) -> None:
+    # given
+    make_item(title="Un ÉCRIT, deux écrits", body="Texte.")
+    make_item(title="Guide", body="Un écrit dans le texte seulement.")
+    build()
+    page = session.page
+    page.goto("/browse")
+    # when
+    type_slowly(page, "#kb-q", "ecrit")
+    page.wait_for_selector("[data-section='preview'] .dd-option mark")
+    # then: the title row marks both occurrences, as written; the content-only row has no mark
+    assert session.preview_options() == ["Un ÉCRIT, deux écrits", "Guide"]
+    assert _preview_label_nodes(page) == [
+        [["#text", "Un "], ["MARK", "ÉCRIT"], ["#text", ", deux "], ["MARK", "écrit"], ["#text", "s"]],
+        [["#text", "Guide"]],
+    ]
+
+
+def test_a_markup_title_in_the_preview_is_text_around_bare_marks(session: Session) -> None:
+    # given
+    title = XSS_TITLE + " onerror notes"
+    make_item(title=title, body="img onerror alert body")
+    build()
+    page = session.page
+    page.goto("/browse")
+    # when
+    type_slowly(page, "#kb-q", "onerror")
+    page.wait_for_selector("[data-section='preview'] .dd-option mark")
+    # then: text nodes and attribute-free <mark> elements only (no dialog either: the fixture checks)
+    assert session.preview_options() == [title]
+    assert _preview_label_nodes(page) == [[
+        ["#text", "<img src=x "], ["MARK", "onerror"], ["#text", "=alert(1)> "], ["MARK", "onerror"],
+        ["#text", " notes"],
+    ]]
+    assert page.locator("#kb-dropdown img").count() == 0
+    assert page.evaluate("() => Array.from(document.querySelectorAll('#kb-dropdown mark'))"
+                         ".every(m => m.attributes.length === 0 && m.children.length === 0)")

@@ -8,12 +8,14 @@ import pytest
 from django.contrib.auth.models import Group
 from django.core.cache import cache
 
+from search.analysis import folded_text
 from search.models import ContentItem
 from search.principal import ANONYMOUS, Principal, principal_for_user
+from search.selectors import folded_match_spans, preview_search
 from search.selectors_browse import card_extras, filter_options, top_domains
 from search.selectors_closed import closed_placeholders
 from search.services.reads import item_mark_read
-from search.types import SearchFilters
+from search.types import SearchFilters, Span
 from tests.factories import build, make_item
 
 pytestmark = pytest.mark.django_db
@@ -131,3 +133,39 @@ def test_a_preview_step_past_its_budget_is_cancelled_and_the_session_is_left_as_
         cursor.execute("SELECT current_setting('statement_timeout'), current_setting('enable_bitmapscan')")
         assert cursor.fetchone() == before
         cursor.execute("SELECT pg_sleep(0.1)")  # no longer under a 50 ms budget
+
+
+@pytest.mark.parametrize(
+    ("text", "typed", "marked"),
+    [
+        ("Un ÉCRIT, deux écrits", "ecrit", ["ÉCRIT", "écrit"]),  # accents and case folded, every occurrence
+        ("Un ÉCRIT", "Écrit", ["ÉCRIT"]),
+        ("e\u0301crit", "ecrit", ["e\u0301crit"]),  # a decomposed accent stays inside the mark
+        ("crite\u0301rium", "crite", ["crite\u0301"]),  # ... also after the last letter
+        ("دليل الكِتَابةِ", "كتاب", ["كِتَاب"]),  # harakat ignored, kept inside the mark
+        ("A \ufb01le", "ile", ["\ufb01le"]),  # a ligature folds to two letters: it is marked whole
+        ("50% deposit, 50 %", "50%", ["50%"]),
+        ("aaaa", "aa", ["aa", "aa"]),  # non-overlapping, left to right
+        ("Pricing", "policy", []),
+        ("Pricing", "", []),
+        ("ΟΔΟΣ", "οδος", []),  # folds differently as a whole (final sigma): no mark rather than a wrong one
+    ],
+)
+def test_folded_match_spans_are_offsets_in_the_text_as_written(
+    text: str, typed: str, marked: list[str]
+) -> None:
+    # when
+    spans = folded_match_spans(text, folded_text(typed))
+    # then
+    assert [text[s.start : s.end] for s in spans] == marked
+
+
+def test_preview_hits_carry_their_title_spans() -> None:
+    # given
+    make_item(title="Écrire un écrit", body="Texte.")
+    make_item(title="Autre", body="Un écrit.")
+    build()
+    # when
+    hits = preview_search(principal=ANONYMOUS, text="ÉCRIT")
+    # then
+    assert [(h.title, h.title_spans) for h in hits] == [("Écrire un écrit", (Span(10, 15),)), ("Autre", ())]

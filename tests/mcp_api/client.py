@@ -129,7 +129,9 @@ def spawn_uvicorn(env: dict[str, str], *, workers: int = 1, stdout: Any = None) 
 
 
 @contextlib.contextmanager
-def asgi_server(*, db_name: str, startup_timeout: float = 60.0) -> Iterator[str]:
+def asgi_server(
+    *, db_name: str, startup_timeout: float = 60.0, extra_env: dict[str, str] | None = None
+) -> Iterator[str]:
     """Run ``uvicorn config.asgi:application`` against database ``db_name``; yields its base URL.
 
     Use with ``@pytest.mark.django_db(transaction=True)`` so the server sees the rows a test commits.
@@ -140,6 +142,7 @@ def asgi_server(*, db_name: str, startup_timeout: float = 60.0) -> Iterator[str]
             "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.test"),
             "CONN_MAX_AGE": "0",  # hold no connection, so the test database can be dropped at the end
             "LOG_LEVEL": os.environ.get("MCP_TEST_SERVER_LOG_LEVEL", "WARNING"),
+            **(extra_env or {}),
         }
     )
     try:

@@ -15,6 +15,7 @@ from search.errors import SearchError
 from search.principal import Principal
 from search.query_parser import validate_query_text
 from search.services import retrieve
+from search.services.vector import lane_warm
 from search.types import CLI_THRESHOLD, MAX_LIMIT, RetrievalQuery, SearchFilters
 
 OPERATOR = Principal(kind="staff", all_content=True)
@@ -45,6 +46,8 @@ class Command(BaseCommand):
             if not 1 <= opts["limit"] <= MAX_LIMIT:
                 raise SearchError(f"--limit must be between 1 and {MAX_LIMIT}.")
             text = validate_query_text(opts["query"], field="query")
+            if opts["mode"] != "lexical":
+                lane_warm()  # the model loads before the search's embedding budget starts
             result = retrieve(query=RetrievalQuery(
                 text=text,
                 principal=OPERATOR,
