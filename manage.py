@@ -12,6 +12,11 @@ def main() -> None:
         os.environ["KB_VALKEY_OWNER"] = "1"
     from django.core.management import execute_from_command_line
 
+    from config.schema import schema_ensure
+
+    # A command that reads the tables finds them up to date (embedded PostgreSQL: migrated now), or refuses in
+    # one line that says to run `manage.py migrate` (DATABASE_URL).
+    schema_ensure(sys.argv)
     execute_from_command_line(sys.argv)
 
 

@@ -10,13 +10,10 @@ _django_application = get_asgi_application()
 from django.conf import settings  # noqa: E402 - loaded by get_asgi_application
 
 from config.middleware import BoundedRequestBody  # noqa: E402
-from django.db import connections  # noqa: E402
-
-from search.services.vector import lane_warm  # noqa: E402
+from search.services.vector import lane_warm_blocking  # noqa: E402
 
 # The query-embedding model loads before this process accepts a request, so the first search after a start
 # is hybrid (its embedding budget is for a slow provider, not for loading weights).
-lane_warm()
-connections.close_all()  # requests use their own (pooled) sessions; this one only read the active space
+lane_warm_blocking()
 
 application = BoundedRequestBody(_django_application, max_bytes=settings.MAX_REQUEST_BODY_BYTES)

@@ -112,7 +112,11 @@ def _create_database(admin_url: str) -> None:
     with psycopg.connect(admin_url, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
         if not exists:
-            conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+            try:
+                conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+            except (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
+                # Two commands started at once on a new KB_HOME: the other one created it in between.
+                pass
 
 
 def stop_postgres() -> None:

@@ -1,9 +1,11 @@
-"""The demo knowledge base loaded on the first ``up``: files in search/demo/, dates relative to today."""
+"""The demo knowledge base loaded by the first ``up`` of an empty knowledge base: files in search/demo/, dates
+relative to today."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,37 @@ def _records(path: Path) -> Iterator[RawRecord]:
 
 def demo_loaded() -> bool:
     return SystemFlag.objects.filter(key=FLAG).exists()
+
+
+def demo_external_ids() -> set[str]:
+    """The ids of every demo item (published and drafts)."""
+    ids: set[str] = set()
+    for name in ("kb_published.jsonl", "kb_drafts.jsonl"):
+        with (DEMO_DIR / name).open(encoding="utf-8") as handle:
+            ids.update(str(json.loads(line)["id"]) for line in handle if line.strip())
+    return ids
+
+
+@dataclass(frozen=True)
+class DemoDecision:
+    load: bool
+    message: str = ""  # one line saying why it is not loaded ("" when loading, or loaded before)
+
+
+def demo_load_decision() -> DemoDecision:
+    """Whether ``up`` loads the demo: only into a knowledge base that holds no items, and only once.
+
+    Items of the demo itself do not count (a first start stopped half-way through loading it finishes the
+    load next time); any other item, published or not, means this knowledge base is someone's own content.
+    """
+    if demo_loaded():
+        return DemoDecision(load=False)
+    own = ContentItem.objects.exclude(external_id__in=demo_external_ids()).count()
+    if own:
+        noun = "item" if own == 1 else "items"
+        message = f"Not loading the demo: this knowledge base already has {own} {noun}."
+        return DemoDecision(load=False, message=message)
+    return DemoDecision(load=True)
 
 
 def demo_load(*, progress: Callable[[int], None] | None = None) -> dict[str, Any]:

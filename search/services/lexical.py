@@ -98,6 +98,7 @@ def _statistics(
     keys |= {("meta", s) for t in parsed.terms for s in t.stems}
     keys |= {("surface", s) for t in parsed.terms for s in t.surfaces}
     keys |= {("title", s) for t in parsed.terms for s in t.title_forms}
+    keys |= {("keyword", s) for t in parsed.terms for s in t.surfaces}  # "did you mean": known keyword words
     fields = [k[0] for k in keys]
     terms = [k[1] for k in keys]
     with connection.cursor() as cursor:
@@ -235,12 +236,15 @@ def lexical_search(
     # Corrections judge words by what the caller may read, so they reveal nothing about other items.
     fresh = stats.written_since_build
     visible = expansion.visible_df(parsed, df, corpus=corpus, items_sql=items_sql, written_since_build=fresh)
-    unknown = expansion.unknown_terms(parsed, visible)
+    unknown = expansion.unknown_words(
+        parsed, df, visible, corpus=corpus, items_sql=items_sql, written_since_build=fresh
+    )
     found = expansion.corrections(unknown) if unknown else {}
     found = expansion.readable_corrections(found, corpus=corpus, items_sql=items_sql, written_since_build=fresh)
     typos = expansion.typo_expansions(parsed, found, visible)
     for correction in (c for items in found.values() for c in items):
-        df[("surface", correction.term)] = correction.df
+        if correction.body_df:
+            df[("surface", correction.term)] = correction.body_df
     extra = [*synonyms, *typos]
     extra_by_term: dict[int, list[expansion.Expansion]] = {}
     for e in extra:

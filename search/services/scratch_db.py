@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import quote
 
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from search.errors import SearchError
 from search.services.lanes import lane_pool_close
@@ -71,10 +71,14 @@ def scratch_database(*, name: str, copy_embedding_cache: bool = False, keep: boo
             if cached:
                 _cache_insert(cached)
             yield name
+        finally:
+            # Also when the run failed or was interrupted (Ctrl-C): the embeddings it paid for are kept.
             if copy_embedding_cache:
                 known = {(m, h) for m, h, _ in cached}
-                fresh = [row for row in _cache_rows() if (row[0], row[1]) not in known]
-        finally:
+                try:
+                    fresh = [row for row in _cache_rows() if (row[0], row[1]) not in known]
+                except DatabaseError:  # the server went away: nothing to save, the drop below reports it
+                    fresh = []
             lane_pool_close()
             creation.destroy_test_db(original_name, verbosity=0, keepdb=keep)
     finally:

@@ -138,9 +138,31 @@ def lane_warm() -> None:
     from search.services.embeddings import provider_warm
 
     try:
-        provider_warm(space_provider(*_known_space()))
+        # Read-only (never activates a space: that takes the space lock, which a starting process must not
+        # wait on); with no active space yet, the configured model is the one the first build activates.
+        space = EmbeddingSpace.objects.filter(active=True).values_list("model", "dimensions").first()
+        provider_warm(space_provider(*space) if space else get_provider())
     except Exception as exc:  # noqa: BLE001 - a cold model must not stop a process from starting
         logger.warning("could not load the embedding model ahead of searches: %s", exc)
+
+
+def lane_warm_blocking() -> None:
+    """``lane_warm`` on a thread of its own, waited for: callable where the caller may be inside an event
+    loop (uvicorn imports the ASGI app from one, where Django refuses database access), and the connection
+    it opened is closed with it."""
+    import threading
+
+    from django.db import connections
+
+    def run() -> None:
+        try:
+            lane_warm()
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run, name="embedding-warm")
+    thread.start()
+    thread.join()
 
 
 def chunk_embedding_text(title: str, toc_path: str, text: str) -> str:

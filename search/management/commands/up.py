@@ -123,13 +123,17 @@ class Command(BaseCommand):
             password = env.env_str("ADMIN_PASSWORD") or secrets.token_urlsafe(12)
             User.objects.create_superuser("admin", "admin@example.com", password)
             self.stdout.write(self.style.WARNING(f"Created admin user: admin / {password}  (shown once)"))
-        if not opts["no_demo"] and not demo.demo_loaded():
+        # The demo goes into an empty knowledge base only, once; skipping it for content of its own says so.
+        decision = None if opts["no_demo"] else demo.demo_load_decision()
+        if decision and decision.message:
+            self.stdout.write(decision.message)
+        if decision and decision.load:
             from django.utils import timezone
 
             from search.services.governance import review_flags_update
             from search.services.quality import quality_scores_update
 
-            self.stdout.write("Loading the demo knowledge base (first start only)…")
+            self.stdout.write("Loading the demo knowledge base (it is empty)…")
             result = demo.demo_load()
             self.stdout.write(f"  {result}")
             # Fresh review flags and quality scores now, rather than at the next 03:45 / 04:00 beat.
