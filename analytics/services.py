@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from analytics.context import request_info
 from analytics.models import ContentGap, QueryLog, Synonym, normalize_terms
+from search.errors import InvalidQuery
 from search.principal import Principal
 from search.query_parser import normalize_query_text
 from search.types import RetrievalQuery, RetrievalResult, SearchFilters
@@ -117,7 +118,13 @@ def filters_from_json(data: dict[str, Any]) -> SearchFilters:
         elif name in ("date_from", "date_to") and isinstance(value, str):
             value = date.fromisoformat(value)
         values[name] = value
-    return SearchFilters(**values)
+    while True:
+        try:
+            return SearchFilters(**values)
+        except InvalidQuery as exc:  # a value logged before the engine bounded it: read without it
+            if exc.field not in values:
+                raise
+            del values[exc.field]
 
 
 def querylog_entry(

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Literal
 
+from search.errors import InvalidQuery
 from search.principal import ANONYMOUS, Principal
 
 Corpus = Literal["live", "latest"]
@@ -22,6 +23,10 @@ PREVIEW_MAX_LIMIT = 20
 DEFAULT_LIMIT = 20
 SITE_THRESHOLD = 0.35
 CLI_THRESHOLD = 0.25
+
+
+MAX_REVIEW_DUE_DAYS = 365
+MAX_FRESHNESS_DAYS = 3650
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,15 @@ class SearchFilters:
     content_item_id: int | None = None
     include_superseded: bool = False
     unread_only: bool = False
+
+    def __post_init__(self) -> None:
+        """Day counts every surface sends are refused here, once, in the same words (a count past the
+        calendar's range would otherwise fail deep in a date computation)."""
+        for name, low, high in (("review_due_within_days", 1, MAX_REVIEW_DUE_DAYS),
+                                ("freshness_days", 1, MAX_FRESHNESS_DAYS)):
+            value = getattr(self, name)
+            if value is not None and not low <= value <= high:
+                raise InvalidQuery(f"{name} must be between {low} and {high} (got {value}).", field=name)
 
 
 @dataclass(frozen=True)

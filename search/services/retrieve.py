@@ -57,9 +57,6 @@ def _validate(query: RetrievalQuery) -> None:
         raise InvalidQuery("mode must be 'hybrid', 'lexical' or 'vector'.", field="mode")
     if query.corpus not in ("live", "latest"):
         raise InvalidQuery("corpus must be 'live' or 'latest'.", field="corpus")
-    days = query.filters.review_due_within_days
-    if days is not None and not 1 <= days <= 365:
-        raise InvalidQuery("review_due_within_days must be between 1 and 365.", field="review_due_within_days")
 
 
 def _fingerprint(query: RetrievalQuery, corpus: str) -> str:

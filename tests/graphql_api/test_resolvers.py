@@ -238,3 +238,15 @@ def test_presets_lists_system_presets_for_anonymous(client: Client) -> None:
     presets = body["data"]["presets"]
     assert presets and all(p["isSystem"] and not p["isDeleted"] for p in presets)
     assert all(isinstance(p["params"], dict) and p["params"] for p in presets)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("field", ["reviewDueWithinDays", "freshnessDays"])
+@pytest.mark.parametrize("value", [-739951, 0, 99999999])
+def test_day_counts_out_of_range_are_refused_not_crashed(client, field: str, value: int) -> None:
+    # found by the GraphQL fuzzer: notePaths without a search and a day count past the calendar's range
+    query = "query($v: Int) { notePaths(filter: {search: \"\", %s: $v}) }" % field
+    response = client.post("/graphql", {"query": query, "variables": {"v": value}}, content_type="application/json")
+    errors = response.json()["errors"]
+    assert errors[0]["extensions"]["code"] != "INTERNAL_ERROR"
+    assert "must be" in errors[0]["message"]
