@@ -56,6 +56,10 @@ def corpus_for(principal: Principal, corpus: Corpus = "live") -> str:
     return corpus if principal.can_read_drafts else "live"
 
 
+def _storable(text: str) -> bool:
+    return "\x00" not in text and not any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
 def item_get(
     *, principal: Principal, item_id: int | None = None, slug: str | None = None, external_id: str | None = None,
     corpus: Corpus = "live",
@@ -67,11 +71,12 @@ def item_get(
     try:
         if item_id is not None:
             return qs.get(pk=item_id)
-        if slug is not None:
+        # PostgreSQL text holds no NUL and no lone surrogate: no stored slug or id has one either
+        if slug is not None and _storable(slug):
             return qs.get(slug=slug)
-        if external_id is not None:
+        if external_id is not None and _storable(external_id):
             return qs.get(external_id=external_id)
-    except (ContentItem.DoesNotExist, ValueError):
+    except (ContentItem.DoesNotExist, ValueError, OverflowError):
         pass
     raise NotFound("No readable item with that id. Check the id, or sign in / use an API key with access.")
 

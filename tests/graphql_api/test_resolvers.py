@@ -250,3 +250,12 @@ def test_day_counts_out_of_range_are_refused_not_crashed(client, field: str, val
     errors = response.json()["errors"]
     assert errors[0]["extensions"]["code"] != "INTERNAL_ERROR"
     assert "must be" in errors[0]["message"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("slug", ["\u0000", "a\u0000b"])
+def test_an_item_slug_postgresql_cannot_store_is_simply_not_found(client, slug: str) -> None:
+    # found by the GraphQL fuzzer: a NUL in the slug reached PostgreSQL and came back as an internal error
+    query = "query($s: String) { item(slug: $s) { id supersededBy { superseded } } }"
+    response = client.post("/graphql", {"query": query, "variables": {"s": slug}}, content_type="application/json")
+    assert response.json() == {"data": {"item": None}}
