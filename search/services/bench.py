@@ -192,7 +192,8 @@ def path_hybrid_real_embedding(text: str) -> Any:
     corpus_provider = embeddings.get_provider()
     real = embeddings.provider_named(settings.DEFAULT_EMBEDDING_PROVIDER)
     provider = RealQueryEmbedding(corpus_provider, real)
-    vector.query_embedding_forget(text, provider=provider)  # never answered from the cache
+    # never answered from the cache (the lane embeds the parsed text)
+    vector.query_embedding_forget(query_parser.parse(text).text, provider=provider)
     original = vector.get_provider
     vector.get_provider = lambda: provider  # type: ignore[assignment]
     try:
