@@ -12,7 +12,6 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from search.models import (
-    ApiKey,
     Chunk,
     Citation,
     ContentItem,

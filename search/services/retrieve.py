@@ -249,7 +249,7 @@ def _fuse(
     vector_weight: float,
 ) -> list[_Candidate]:
     """Candidates best first. ``reach``: how many leading places must be exact (offset + limit);
-    ``vector_weight``: the vector lane's RRF weight for this query. The rerank's item rows come from
+    ``vector_weight``: the vector lane's fusion weight for this query (lane_weights). The rerank's item rows come from
     ``reads`` (read there when missing)."""
     by_item = query.granularity == "item"
     candidates: dict[int, _Candidate] = {}

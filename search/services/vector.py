@@ -19,10 +19,9 @@ import logging
 import re
 import time
 import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
-
-from collections.abc import Callable, Iterable
 
 from django.conf import settings
 from django.core.cache import cache
