@@ -250,3 +250,13 @@ def test_closed_material_is_not_shown_to_those_who_can_read(user_client: Client,
 def test_browse_page_query_count_is_bounded(client: Client, corpus: None, django_assert_max_num_queries: Any) -> None:
     with django_assert_max_num_queries(16):
         client.get("/browse")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("title", ["سياسة التسعير والخصومات", "Règles de style écrit"])
+def test_an_item_with_a_non_ascii_title_has_a_page(client, title: str) -> None:
+    # found driving the site: Arabic and accented slugs did not match the URL pattern (404 from every result)
+    item = make_item(title=title, body="Texte.")
+    response = client.get(item.get_absolute_url())
+    assert response.status_code == 200
+    assert title in response.content.decode()
