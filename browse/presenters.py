@@ -80,6 +80,7 @@ class Card:
     superseded: bool = False
     lanes: tuple[tuple[str, str, int], ...] = ()  # (lane, label, rank)
     toc_path: str = ""
+    missing_words: tuple[str, ...] = ()  # query words the hit lacks ("Missing: …" under the card)
 
 
 def _extras_fields(extras: CardExtras | None) -> dict[str, Any]:
@@ -112,6 +113,7 @@ def cards_from_hits(hits: Sequence[Hit]) -> list[Card]:
             superseded=hit.superseded,
             lanes=tuple((lane, LANE_LABELS.get(lane, lane), hit.lane_ranks.get(lane, 0)) for lane in hit.lanes),
             toc_path=hit.toc_path,
+            missing_words=hit.missing_words,
             **_extras_fields(extras.get(hit.item_id)),
         )
         for hit, passage in zip(hits, passages, strict=True)
@@ -190,6 +192,7 @@ def hit_json(hit: Hit) -> dict[str, Any]:
         "similarity": hit.similarity,
         "lanes": list(hit.lanes),
         "lane_ranks": dict(hit.lane_ranks),
+        "missing_words": list(hit.missing_words),
     }
 
 

@@ -17,6 +17,7 @@ from graphql_api.types import ResultNode, enum_value
 from search.errors import InvalidQuery, NotFound, SearchError
 from search.query_parser import validate_query_text
 from search.selectors import ItemPage, corpus_for, item_get, items_list
+from search.selectors_closed import closed_hits
 from search.services import retrieve
 from search.types import MAX_LIMIT, SITE_THRESHOLD, Corpus, RetrievalQuery, SearchFilters
 
@@ -87,9 +88,14 @@ def resolve_search(info: Any, data: Any) -> ResultNode:
             surface="graphql",
         )
         result = retrieve(query=query)
+        closed = (
+            closed_hits(principal=principal, text=query.text, filters=query.filters)
+            if data.get("include_closed") and not query.cursor
+            else ()
+        )
     except SearchError as exc:
         raise _raise(exc) from None
-    return ResultNode(result, corpus_for(principal, corpus))
+    return ResultNode(result, corpus_for(principal, corpus), closed)
 
 
 def resolve_note_paths(info: Any, data: Any) -> list[str]:

@@ -14,7 +14,7 @@ from search.highlight import highlight_html
 from search.models import ContentItem
 from search.models import Revision as RevisionModel
 from search.selectors import ItemPage
-from search.types import Hit, RetrievalResult
+from search.types import MISSING_WORDS, PARTIAL_MATCH, Hit, RetrievalResult
 
 # --- enums ---------------------------------------------------------------------------------------------
 
@@ -95,6 +95,15 @@ class SearchInput(graphene.InputObjectType):
     granularity = SearchGranularity(default_value="item")
     mode = SearchMode(default_value="hybrid")
     corpus = CorpusEnum(default_value="live")
+    include_closed = graphene.Boolean(
+        default_value=False,
+        description=(
+            "Also return 'closed material' placeholders, as the site does: items the caller cannot read whose "
+            "policy allows it and whose title holds every query word. They follow the page's hits on the first "
+            "page only (not on a cursor page), with closed: true, item: null and the title alone; totalCount "
+            "does not count them. Off by default; agents (MCP) never receive them."
+        ),
+    )
 
 
 class NotePathsFilterInput(SearchFilterInput):
@@ -227,6 +236,7 @@ class SearchHit(graphene.ObjectType):
     chunk_id = graphene.ID(description="The passage's chunk (CHUNK granularity or the item's best passage).")
     lanes = graphene.List(graphene.NonNull(graphene.String), required=True)
     lane_ranks = graphene.List(graphene.NonNull(LaneRank), required=True)
+    missing_words = graphene.List(graphene.NonNull(graphene.String), required=True, description=MISSING_WORDS)
     score = graphene.Float(required=True)
     similarity = graphene.Float(description="Cosine similarity from the vector lane, when it found the hit.")
     closed = graphene.Boolean(
@@ -272,6 +282,10 @@ class SearchHit(graphene.ObjectType):
         return [LaneRank(lane=lane, rank=rank) for lane, rank in sorted(root.hit.lane_ranks.items())]
 
     @staticmethod
+    def resolve_missing_words(root: HitNode, info: Any) -> list[str]:
+        return list(root.hit.missing_words)
+
+    @staticmethod
     def resolve_score(root: HitNode, info: Any) -> float:
         return root.hit.score
 
@@ -300,13 +314,12 @@ class Facet(graphene.ObjectType):
 class ResultNode:
     result: RetrievalResult
     corpus: str
+    closed: tuple[Hit, ...] = ()  # closed-material placeholders (includeClosed), after the hits
 
 
 class SearchResult(graphene.ObjectType):
     total_count = graphene.Int(required=True)
-    partial_match = graphene.Boolean(
-        required=True, description="Some hits on this page lack the commonest query words."
-    )
+    partial_match = graphene.Boolean(required=True, description=PARTIAL_MATCH)
     degraded = graphene.List(
         graphene.NonNull(graphene.String),
         required=True,
@@ -350,7 +363,7 @@ class SearchResult(graphene.ObjectType):
         ContentItemByIdLoader(info.context, root.corpus).expect(  # type: ignore[arg-type]
             h.item_id for h in hits if not h.closed
         )
-        return [HitNode(hit, root.corpus) for hit in hits]
+        return [HitNode(hit, root.corpus) for hit in (*hits, *root.closed)]
 
 
 class PageInfo(graphene.ObjectType):

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from search.models import ContentType
 from search.selectors_read import MAX_NEIGHBOURS
-from search.types import MAX_QUERY_CHARS, MCP_MAX_LIMIT
+from search.types import MAX_QUERY_CHARS, MCP_MAX_LIMIT, MISSING_WORDS, PARTIAL_MATCH
 
 MATCH_ID_PATTERN = r"^[ci][1-9][0-9]{0,17}$"
 CONTENT_TYPES = ", ".join(ContentType.values)
@@ -163,6 +163,7 @@ class FindHit(BaseModel):
     lane_ranks: dict[str, int] = Field(
         default_factory=dict, description="Its rank in each lane that found it (1 = that lane's best match)."
     )
+    missing_words: list[str] = Field(default_factory=list, description=MISSING_WORDS)
     score: float
     updated_at: str
     review_status: str
@@ -175,9 +176,7 @@ class FindResult(BaseModel):
     content_item_id: int | None
     overdue_review_filter: bool | None
     review_due_within_days_filter: int | None
-    partial_match: bool = Field(
-        description="True when some results miss one of the less important query words."
-    )
+    partial_match: bool = Field(description=PARTIAL_MATCH)
     degraded: list[str] = Field(
         description="Why results may be weaker, e.g. embedding_unavailable (lexical only)."
     )

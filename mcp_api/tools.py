@@ -142,6 +142,7 @@ def find_hit(hit: Hit, granularity: str) -> FindHit:
         match_offsets=[MatchOffset(start=s, end=e) for s, e in offsets],
         lanes=list(hit.lanes),
         lane_ranks=dict(hit.lane_ranks),
+        missing_words=list(hit.missing_words),
         score=hit.score,
         updated_at=hit.updated_at.isoformat(),
         review_status=hit.review_status,
@@ -190,7 +191,7 @@ def find_markdown(args: FindArgs, found: FindResult) -> str:
     ]
     head.append(f"Arguments: {_filter_summary(args)}")
     if found.partial_match:
-        head.append("Partial match: some results miss one of the less important query words.")
+        head.append("Partial match: no result holds every query word; each result lists the words it lacks.")
     if found.suggestion:
         head.append(f'Did you mean: "{render.one_line(found.suggestion)}"? (call find again with that query)')
     if "embedding_unavailable" in found.degraded:
@@ -212,6 +213,8 @@ def find_markdown(args: FindArgs, found: FindResult) -> str:
             f"score: {hit.score:.3f}",
             f"lanes: {lanes_text(hit.lanes, hit.lane_ranks)}",
         ]
+        if hit.missing_words:
+            meta.append(f"missing: {render.one_line(', '.join(hit.missing_words))}")
         block = render.document_block(hit.snippet, match_id=hit.match_id, item_id=hit.item_id)
         blocks.append(f"### {rank}. {render.one_line(hit.title)}\n{' · '.join(meta)}\n{block}")
     tail = []

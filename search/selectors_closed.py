@@ -1,6 +1,7 @@
 """Placeholders for "closed material" on the site: items a visitor may know exist but cannot read.
 
-Only the site's ``/search`` and ``/browse`` pages call this; agent surfaces (GraphQL, MCP) never do.
+The site's ``/search`` and ``/browse`` pages call this, and GraphQL ``search`` when the caller asks with
+``includeClosed`` (the frontend that renders search through GraphQL); MCP, the agents' surface, never does.
 An item qualifies when all of these hold:
 
 - the principal cannot read it (``visible_to`` excludes it), it is live, not archived, not superseded;
@@ -14,6 +15,7 @@ Only the title and coarse labels leave this module; never the body, summary or p
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
@@ -21,7 +23,8 @@ from django.db import connection
 from search import query_parser
 from search.models import ContentItem
 from search.principal import Principal
-from search.types import SearchFilters
+from search.services import passages
+from search.types import Hit, SearchFilters
 
 MAX_PLACEHOLDERS = 10
 
@@ -33,6 +36,7 @@ class ClosedItem:
     content_type: str
     primary_domain: str
     url: str
+    updated_at: datetime
 
 
 def _quote(lexeme: str) -> str:
@@ -93,6 +97,23 @@ def closed_placeholders(
             content_type=items[pk].content_type,
             primary_domain=items[pk].primary_domain,
             url=items[pk].get_absolute_url(),
+            updated_at=items[pk].updated_at,
         )
         for pk in ids
     ]
+
+
+def closed_hits(*, principal: Principal, text: str, filters: SearchFilters | None = None) -> tuple[Hit, ...]:
+    """The placeholders of ``closed_placeholders`` as hits marked ``closed``: the title (its matches marked)
+    and coarse labels only; no passage, summary, keywords, slug or score."""
+    parsed = query_parser.parse(text)
+    return tuple(
+        Hit(
+            item_id=item.id, external_id="", slug="", title=item.title, url=item.url,
+            content_type=item.content_type, primary_domain=item.primary_domain, language="",
+            updated_at=item.updated_at, review_status="", score=0.0, lanes=(), lane_ranks={}, chunk_id=None,
+            toc_path="", passage="", passage_spans=(), title_spans=tuple(passages.title_spans(item.title, parsed)),
+            closed=True,
+        )
+        for item in closed_placeholders(principal=principal, text=text, filters=filters)
+    )

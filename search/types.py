@@ -110,11 +110,22 @@ class Hit:
     closed: bool = False
     superseded: bool = False
     similarity: float | None = None
+    # The query words this hit does not hold (title, body, keywords; an item over all its passages), as
+    # typed; empty for a complete match and for a search without words.
+    missing_words: tuple[str, ...] = ()
 
     @property
     def lanes_text(self) -> str:
         """``lexical #1 + vector #3``: the lanes that found the hit and its rank in each, as every surface says it."""
         return lanes_text(self.lanes, self.lane_ranks)
+
+
+# What ``partial_match`` means, said the same way by every surface (JSON, GraphQL, MCP, CLI, the site).
+PARTIAL_MATCH = (
+    "True when no result holds every query word: the results are the best partial matches, and each hit's "
+    "missing_words lists the words it lacks. False when some result holds them all, or nothing matched."
+)
+MISSING_WORDS = "The query words this hit does not hold (as typed); empty for a complete match."
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from search.services import content
 from search.services.api_keys import api_key_create
 from search.types import SITE_THRESHOLD
 from tests.factories import build, make_item
-from tests.mcp_api.client import asgi_server, mcp_find_ids
+from tests.mcp_api.client import asgi_server, mcp_call, mcp_find_ids
 
 LIMIT = 10
 QUERIES = (
@@ -39,6 +39,9 @@ QUERIES = (
     "invoice deadline",
     "zebra crossing",  # only in drafts and a staff note: empty for anonymous callers
 )
+
+GRAPHQL_EXPLAINED = """query($q: String!, $limit: Int, $threshold: Float, $corpus: Corpus) {
+  search(input: {query: $q, limit: $limit, threshold: $threshold, corpus: $corpus}) { partialMatch hits { itemId missingWords } } }"""
 
 GRAPHQL_SEARCH = """query($q: String!, $limit: Int, $threshold: Float, $corpus: Corpus) {
   search(input: {query: $q, limit: $limit, threshold: $threshold, corpus: $corpus}) { hits { itemId } } }"""
@@ -311,3 +314,70 @@ def test_latest_corpus_graphql_mcp_key_and_kb_search_agree(
         assert graphql == cli == mcp, query
     # and drafts are part of that corpus
     assert contract_corpus["draft"].pk in graphql_ids(staff_client, "zebra crossing", corpus="LATEST")
+
+
+# Queries whose hits lack words: a complete first hit (not partial), and no complete hit at all (partial).
+EXPLAINED_QUERIES = ("tender pricing approval", "harbour quokka", "invoice deadline")
+Explained = tuple[list[tuple[int, tuple[str, ...]]], bool]
+
+
+def _explained(pairs: list[tuple[Any, list[str]]], partial: bool) -> Explained:
+    return [(int(i), tuple(m)) for i, m in pairs], bool(partial)
+
+
+def graphql_explained(client: Client, query: str, *, corpus: str) -> Explained:
+    variables = {"q": query, "limit": LIMIT, "threshold": SITE_THRESHOLD, "corpus": corpus}
+    body = client.post(
+        "/graphql", data=json.dumps({"query": GRAPHQL_EXPLAINED, "variables": variables}),
+        content_type="application/json",
+    ).json()["data"]["search"]
+    return _explained([(h["itemId"], h["missingWords"]) for h in body["hits"]], body["partialMatch"])
+
+
+def rest_explained(client: Client, query: str) -> Explained:
+    data = client.post(
+        "/api/search", data=json.dumps({"query": query, "limit": LIMIT}), content_type="application/json"
+    ).json()
+    return _explained([(h["id"], h["missing_words"]) for h in data["results"]], data["partial_match"])
+
+
+def kb_search_explained(query: str, *, corpus: str) -> Explained:
+    out = StringIO()
+    call_command("kb_search", query, "--json", "--corpus", corpus, "--limit", str(LIMIT),
+                 "--threshold", str(SITE_THRESHOLD), "--exclude-superseded", stdout=out)
+    data = json.loads(out.getvalue())
+    return _explained([(h["item_id"], h["missing_words"]) for h in data["results"]], data["partial_match"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_missing_words_and_partial_match_agree_on_every_surface(
+    contract_corpus: dict[str, Any], staff_client: Client, mcp_url: str
+) -> None:
+    key = api_key_create(name="contract agent").raw_key
+    partials = set()
+    for query in EXPLAINED_QUERIES:
+        # when the same query runs through each surface: staff web and CLI on the live corpus, then
+        # staff GraphQL, CLI and an all-content agent key on the latest one
+        live = graphql_explained(staff_client, query, corpus="LIVE")
+        assert live == rest_explained(staff_client, query) == kb_search_explained(query, corpus="live"), query
+        latest = graphql_explained(staff_client, query, corpus="LATEST")
+        found = mcp_call(mcp_url, "find", {"query": query, "limit": LIMIT}, api_key=key)
+        assert found.structuredContent is not None
+        mcp = _explained(
+            [(h["item_id"], h["missing_words"]) for h in found.structuredContent["results"]],
+            found.structuredContent["partial_match"],
+        )
+        # then every surface names the same missing words for the same hits, and says partial_match alike
+        assert latest == kb_search_explained(query, corpus="latest") == mcp, query
+        for hits, partial in (live, latest):
+            assert hits, query
+            # and partial_match means exactly "no hit holds every word"
+            assert partial == all(missing for _, missing in hits), query
+            partials.add(partial)
+        # and the agent reads each hit's missing words in the text too
+        text = found.content[0].text
+        for _, missing in mcp[0]:
+            if missing:
+                assert f"missing: {', '.join(missing)}" in text
+    # and the queries cover both answers
+    assert partials == {True, False}

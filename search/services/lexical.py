@@ -65,6 +65,7 @@ class LexicalHit:
     complete: bool
     score: float
     title_hit: bool
+    matched_mask: int = 0  # bit i set: the chunk holds query term i (``term_masks`` computes the same)
 
 
 def _quote(lexeme: str) -> str:
@@ -314,6 +315,7 @@ def lexical_search(
         bm25.append(f"{idf!r} * {tf} * {k1 + 1.0!r} / ({tf} + norm) + {META_WEIGHT!r} * m{i}")
     score = " + ".join(bm25)
     matched = " + ".join(f"(f{i} + t{i} + m{i} > 0)::int" for i in range(n_terms))
+    mask = " | ".join(f"((f{i} + t{i} + m{i} > 0)::int::bigint << {i})" for i in range(n_terms))
     title_hit = " OR ".join(f"t{i} > 0" for i in range(n_terms))
     all_stems = sorted({s for t in parsed.terms for s in t.stems} | {s for e in extra for s in e.stems})
     all_surfaces = sorted({s for t in parsed.terms for s in t.surfaces} | {e.form for e in extra})
@@ -346,7 +348,7 @@ def lexical_search(
             per_term AS MATERIALIZED (
                 SELECT id, item_id, updated_at, norm, {", ".join(columns)} FROM cand
             )
-            SELECT id, item_id, {matched} AS matched, {score} AS score, ({title_hit}) AS title_hit
+            SELECT id, item_id, {matched} AS matched, {score} AS score, ({title_hit}) AS title_hit, {mask} AS mask
             FROM per_term
             ORDER BY ({matched}) >= %s DESC, score DESC, updated_at DESC, id
             LIMIT %s
@@ -354,7 +356,9 @@ def lexical_search(
         with connection.cursor() as cursor:
             cursor.execute(sql, [title_q, meta_q, *which_params, *items_params, *params, n_terms, limit])
             rows = cursor.fetchall()
-        return [LexicalHit(r[0], r[1], int(r[2]), int(r[2]) >= n_terms, float(r[3]), bool(r[4])) for r in rows]
+        return [
+            LexicalHit(r[0], r[1], int(r[2]), int(r[2]) >= n_terms, float(r[3]), bool(r[4]), int(r[5])) for r in rows
+        ]
 
     meta_q = tsquery_text(sorted({s for t in parsed.terms for s in t.stems}))
     # Every chunk holding a form of a query term: the live GIN indexes (the exhaustive path, and chunks
@@ -372,3 +376,44 @@ def lexical_search(
     if len(hits) < limit and pool.cut:  # narrow filters: the pruned pool ran dry, score every match
         hits = scored(matching_sql, matching_params)
     return LexicalOutcome(hits, expansion.suggestion_text(parsed, found), tuple(extra))
+
+
+def term_masks(
+    parsed: ParsedQuery,
+    expansions: tuple[expansion.Expansion, ...],
+    *,
+    corpus: str,
+    ids: list[int],
+    by_item: bool,
+) -> dict[int, int]:
+    """Which query terms each chunk (or each item, over all its chunks in ``corpus``) holds, as a bit set:
+    bit i is set when term i matches by the lane's rule (a stem or written form in the body, expansions
+    included; the title as written or as a prefix; keywords and content type). The lane's own
+    ``matched_mask`` is this same set for the chunks it scored; this answers for the others (hits only the
+    vector lane found, the other chunks of an item)."""
+    if not parsed.searchable or not ids:
+        return {}
+    extra_by_term: dict[int, list[expansion.Expansion]] = {}
+    for e in expansions:
+        extra_by_term.setdefault(e.term_index, []).append(e)
+    bits: list[str] = []
+    params: list[Any] = []
+    for i, term in enumerate(parsed.terms):
+        extras = extra_by_term.get(i, [])
+        stems = sorted({*term.stems, *(s for e in extras for s in e.stems)})
+        surfaces = sorted({*term.surfaces, *(e.form for e in extras)})
+        title_q = tsquery_text(list(term.title_forms), prefix=term.prefix) if term.title_forms else "''"
+        bits.append(
+            "((c.tf_stem ?| %s::text[] OR c.tf_surface ?| %s::text[] OR c.lex_title @@ %s::tsquery "
+            f"OR c.lex_meta @@ %s::tsquery)::int::bigint << {i})"
+        )
+        params += [stems, surfaces, title_q, tsquery_text(list(term.stems))]
+    key = "c.item_id" if by_item else "c.id"
+    corpus_col = "in_live" if corpus == "live" else "in_latest"
+    sql = (
+        f"SELECT {key}, bit_or({' | '.join(bits)}) FROM search_chunk c "
+        f"WHERE c.{corpus_col} AND {key} = ANY(%s::bigint[]) GROUP BY {key}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, ids])
+        return {int(k): int(m) for k, m in cursor.fetchall()}

@@ -227,8 +227,10 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
     page = ordered[offset : offset + query.limit]
     next_cursor = encode_cursor(offset + query.limit, fingerprint) if offset + query.limit < total else None
     facets = _facets(ordered) if query.with_facets else {}
-    hits = _hits(page, reads)
-    partial = any(c.complete is False for c in page)
+    coverage = _Coverage.of(parsed, lex_hits, by_item=query.granularity == "item")
+    coverage.settle(page, expansions, corpus)
+    hits = _hits(page, reads, coverage)
+    partial = coverage.partial_match(ordered)
     timings["total_ms"] = (time.perf_counter() - started) * 1000
     result = RetrievalResult(
         hits=tuple(hits), total=total, partial_match=partial, degraded=tuple(degraded), next_cursor=next_cursor,
@@ -376,7 +378,51 @@ class _PageReads:
         return self.prepared[chunk_id]
 
 
-def _hits(page: list[_Candidate], reads: _PageReads) -> list[Hit]:
+@dataclass
+class _Coverage:
+    """Which query words each hit holds (bit i: term i), for ``Hit.missing_words`` and ``partial_match``.
+
+    The lexical lane reports the terms of every chunk it scored; an item holds what any of its chunks
+    holds. Page hits the lane did not cover completely (only the vector lane found them, or the words
+    are spread over chunks the lane did not return) are settled with one small query (``term_masks``).
+    """
+
+    parsed: query_parser.ParsedQuery
+    by_item: bool
+    masks: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, parsed: query_parser.ParsedQuery, lex_hits: list[lexical.LexicalHit], *, by_item: bool) -> _Coverage:
+        coverage = cls(parsed, by_item)
+        for hit in lex_hits:
+            key = hit.item_id if by_item else hit.chunk_id
+            coverage.masks[key] = coverage.masks.get(key, 0) | hit.matched_mask
+        return coverage
+
+    @property
+    def full(self) -> int:
+        return (1 << len(self.parsed.terms)) - 1
+
+    def settle(self, page: list[_Candidate], expansions: tuple[Any, ...], corpus: str) -> None:
+        unsettled = [c.key for c in page if self.masks.get(c.key, 0) != self.full]
+        if self.parsed.searchable and unsettled:
+            found = lexical.term_masks(self.parsed, expansions, corpus=corpus, ids=unsettled, by_item=self.by_item)
+            for key, mask in found.items():
+                self.masks[key] = self.masks.get(key, 0) | mask
+
+    def missing_words(self, key: int) -> tuple[str, ...]:
+        mask = self.masks.get(key, 0)
+        return tuple(t.written for i, t in enumerate(self.parsed.terms) if not mask & (1 << i))
+
+    def partial_match(self, ordered: list[_Candidate]) -> bool:
+        """The one definition of ``partial_match`` (``search.types.PARTIAL_MATCH``): the query has words, the
+        search found something, and no hit holds every word."""
+        if not self.parsed.searchable or not ordered:
+            return False
+        return not any(self.masks.get(c.key, 0) == self.full for c in ordered)
+
+
+def _hits(page: list[_Candidate], reads: _PageReads, coverage: _Coverage) -> list[Hit]:
     if not page:
         return []
     reads.read_items({c.item_id for c in page})
@@ -418,6 +464,7 @@ def _hits(page: list[_Candidate], reads: _PageReads) -> list[Hit]:
                 ai_keywords=item.ai_keywords,
                 superseded=item.superseded,
                 similarity=cand.similarity,
+                missing_words=coverage.missing_words(cand.key),
             )
         )
     return hits

@@ -124,8 +124,20 @@ def test_partial_and_degraded_results_say_so(client: Client, corpus: None, monke
     # when
     html = client.get("/browse?q=pricing+zebra").content.decode()
     # then
-    assert "match only part of your search" in html
+    assert "No result holds every word of your search" in html
     assert "Meaning-based search is unavailable" in html
+    # and the card says which word it lacks
+    assert re.search(r'<p class="card__missing" data-missing-words>Missing: <s dir="auto">zebra</s></p>', html)
+
+
+def test_a_complete_first_hit_is_not_a_partial_search_and_partial_cards_say_what_they_lack(
+    client: Client, corpus: None
+) -> None:
+    html = client.get("/browse?q=pricing+policy").content.decode()
+    assert titles(html)[0] == "Pricing policy 2025"
+    assert "No result holds every word" not in html
+    first_card = html.split('<li class="card', 2)[1]
+    assert "data-missing-words" not in first_card
 
 
 def test_a_rate_limited_search_says_when_to_retry(client: Client, corpus: None) -> None:

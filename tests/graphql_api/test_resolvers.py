@@ -259,3 +259,63 @@ def test_an_item_slug_postgresql_cannot_store_is_simply_not_found(client, slug: 
     query = "query($s: String) { item(slug: $s) { id supersededBy { superseded } } }"
     response = client.post("/graphql", {"query": query, "variables": {"s": slug}}, content_type="application/json")
     assert response.json() == {"data": {"item": None}}
+
+
+@pytest.fixture
+def closed_corpus(db: Any) -> None:
+    # the same rule as the site's (tests/browse/test_views.py): title match, policy on, unreadable
+    make_item(title="Rate card 2026", body="Members only.", visibility="signed_in", allow_closed_placeholder=True)
+    make_item(title="Rate card secret", body="Hidden.", visibility="staff", allow_closed_placeholder=False)
+    make_item(title="Another thing", body="rate card in the body only", visibility="staff", allow_closed_placeholder=True)
+    make_item(title="Rate card public", body="Public rates.")
+    build()
+
+
+CLOSED_SEARCH = """query($q: String!, $closed: Boolean, $cursor: String, $limit: Int) {
+  search(input: {query: $q, includeClosed: $closed, cursor: $cursor, limit: $limit}) {
+    totalCount nextCursor hits { itemId closed highlightedTitle passage highlightedContent chunkId lanes
+      item { id } } } }"""
+
+
+def closed_search(client: Client, **variables: Any) -> dict[str, Any]:
+    status, body = gql(client, CLOSED_SEARCH, {"q": "rate card", **variables})
+    assert status == 200 and "errors" not in body, body
+    return body["data"]["search"]
+
+
+@pytest.mark.django_db
+def test_closed_material_only_when_asked_with_the_sites_rule_and_title_only(client: Client, closed_corpus: None) -> None:
+    # without the argument: readable hits only, as before
+    plain = closed_search(client)
+    assert [h["closed"] for h in plain["hits"]] == [False]
+    # when the frontend asks for closed material
+    asked = closed_search(client, closed=True)
+    # then the readable hit comes first, then the one placeholder the site shows, title alone
+    readable, placeholder = asked["hits"]
+    assert readable["closed"] is False and readable["item"] is not None
+    assert placeholder["closed"] is True
+    assert placeholder["highlightedTitle"] == "<mark>Rate</mark> <mark>card</mark> 2026"
+    assert placeholder["item"] is None and placeholder["passage"] == "" and placeholder["highlightedContent"] == ""
+    assert placeholder["chunkId"] is None and placeholder["lanes"] == []
+    # and totalCount counts readable results only
+    assert asked["totalCount"] == plain["totalCount"] == 1
+
+
+@pytest.mark.django_db
+def test_closed_material_is_not_offered_to_those_who_can_read_it_nor_on_later_pages(client: Client, closed_corpus: None) -> None:
+    from django.contrib.auth import get_user_model
+
+    # a signed-in reader sees "Rate card 2026" as a real hit, never as a placeholder
+    user = get_user_model().objects.create_user("reader", "r@example.com", "pw-reader-1")
+    client.force_login(user)
+    hits = closed_search(client, closed=True)["hits"]
+    assert not any(h["closed"] for h in hits) and len(hits) == 2
+    client.logout()
+    # given a second readable page for anonymous callers
+    make_item(title="Rate card archive", body="Older public rates.")
+    build()
+    # then the first page carries the placeholder and a later page (cursor) repeats none
+    first = closed_search(client, closed=True, limit=1)
+    assert [h["closed"] for h in first["hits"]] == [False, True]
+    later = closed_search(client, closed=True, limit=1, cursor=first["nextCursor"])
+    assert [h["closed"] for h in later["hits"]] == [False]

@@ -35,6 +35,7 @@ HIT_KEYS = {
     "match_offsets",
     "lanes",
     "lane_ranks",
+    "missing_words",
     "score",
     "updated_at",
     "review_status",

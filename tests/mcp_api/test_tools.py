@@ -232,3 +232,19 @@ def test_read_markdown_keeps_the_whole_text_page_and_trims_a_long_table_of_conte
     assert len(markdown) <= 10_000
     assert text in markdown and 'cursor="cur"' in markdown
     assert "more sections" in markdown
+
+
+@pytest.mark.django_db
+def test_agents_never_receive_closed_material_placeholders() -> None:
+    # given an item the site (and GraphQL, when asked) would show anonymous visitors as closed material
+    make_item(title="Rate card 2026", body="Members only.", visibility="signed_in", allow_closed_placeholder=True)
+    make_item(title="Rate card public", body="Public rates.")
+    build()
+    # when an anonymous agent searches its title
+    output = tools.find_tool(FindArgs(query="rate card"), ANONYMOUS)
+    # then only what it may read comes back, and nothing of the closed item, not even its title
+    assert isinstance(output.structured, FindResult)
+    assert [hit.title for hit in output.structured.results] == ["Rate card public"]
+    assert "Rate card 2026" not in output.markdown
+    # and find has no argument that would ask for placeholders
+    assert not any("closed" in name for name in FindArgs.model_fields)

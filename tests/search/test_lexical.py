@@ -38,7 +38,10 @@ def test_chunks_with_every_term_rank_first_then_partial_by_rarity():
     assert titles(result)[0] == "Both"
     assert result.hits[0].lane_ranks == {"lexical": 1}
     assert titles(result).index("Rare only") < titles(result).index("Common only"), "missing a common term costs less"
-    assert result.partial_match is True
+    # and each partial hit says what it lacks, while the search is not partial: its first hit holds every word
+    missing = {h.title: h.missing_words for h in result.hits}
+    assert missing["Both"] == () and missing["Rare only"] == ("tender",) and missing["Common only"] == ("zebra",)
+    assert result.partial_match is False
 
 
 def test_complete_match_only_is_not_partial():

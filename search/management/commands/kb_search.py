@@ -86,7 +86,7 @@ class Command(BaseCommand):
         width = shutil.get_terminal_size((140, 20)).columns
         header = f"{result.total} result(s) for {text!r}"
         if result.partial_match:
-            header += " — partial match (not every word found)"
+            header += " — partial match: no result holds every word (see 'missing')"
         if result.degraded:
             header += f" — degraded: {', '.join(result.degraded)}"
         if result.suggestion:
@@ -101,6 +101,8 @@ class Command(BaseCommand):
             cells = [hit.title, hit.primary_domain, ", ".join(hit.ai_keywords), hit.lanes_text]
             row = "  ".join(f"{(c or '')[:w]:<{w}}" for c, (_, w) in zip(cells, columns, strict=True))
             self.stdout.write(f"{row}  {snippet}")
+            if hit.missing_words:
+                self.stdout.write(f"    missing: {', '.join(hit.missing_words)}")
             if full and hit.summary:
                 self.stdout.write(f"    {hit.summary}")
 
@@ -120,6 +122,7 @@ def payload(text: str, result: Any, *, full: bool = False) -> dict[str, Any]:
                 "score": h.score,
                 "lanes": list(h.lanes),
                 "lane_ranks": dict(h.lane_ranks),
+                "missing_words": list(h.missing_words),
                 "snippet": h.passage,
                 "toc_path": h.toc_path,
                 **({"summary": h.summary} if full else {}),
