@@ -5,13 +5,19 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: run test install install-dev chromium schema bench clean reliability-figures
+.PHONY: run test lint install install-dev chromium schema bench clean reliability-figures
 
 run: $(VENV)/.installed
 	$(PY) manage.py up
 
-test: $(VENV)/.installed-dev chromium
+test: lint chromium
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Style (ruff) and the layers (import-linter, contracts in pyproject.toml): a surface importing another, or
+# the engine importing a surface, fails here before any test runs.
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 # Refresh docs/reliability/figures.json, the figures docs/reliability.md cites: the reliability suite with its
 # figures written to that tracked file (a plain test run writes them to var/reliability/figures.json).

@@ -24,7 +24,8 @@ from django.views.decorators.http import require_POST
 
 from analytics import selectors, services
 from analytics.explain import ExplainUnavailable, querylog_explain
-from analytics.models import ContentGap, QueryLog, Synonym
+from analytics.models import ContentGap, QueryLog
+from search.models import Synonym
 
 DAY_CHOICES = (1, 7, 30, 90)
 DEFAULT_DAYS = 7
@@ -118,7 +119,7 @@ class QueryLogAdmin(admin.ModelAdmin):
             "slowest": selectors.slowest_queries(days=days),
             "retry_window_s": selectors.RETRY_WINDOW_S,
             "retry_min": selectors.RETRY_MIN_SEARCHES,
-            "can_add_synonym": request.user.has_perm("analytics.add_synonym"),
+            "can_add_synonym": request.user.has_perm("search.add_synonym"),
             "can_add_gap": request.user.has_perm("analytics.add_contentgap"),
         }
         return TemplateResponse(request, "admin/analytics/report.html", context)
@@ -146,7 +147,7 @@ class QueryLogAdmin(admin.ModelAdmin):
         return HttpResponseRedirect(f"{reverse('admin:analytics_querylog_report')}?days={days}#zero")
 
     def synonym_view(self, request: HttpRequest) -> HttpResponse:
-        self._require(request, "analytics.add_synonym")
+        self._require(request, "search.add_synonym")
         try:
             synonym = services.synonym_create_from_query(
                 query_hash=request.POST.get("query_hash", ""),
@@ -157,7 +158,7 @@ class QueryLogAdmin(admin.ModelAdmin):
         except ValidationError as exc:
             self.message_user(request, " ".join(exc.messages), messages.ERROR)
         else:
-            url = reverse("admin:analytics_synonym_change", args=[synonym.pk])
+            url = reverse("admin:search_synonym_change", args=[synonym.pk])
             self.message_user(
                 request, format_html('Synonym created: <a href="{}">{}</a>', url, synonym), messages.SUCCESS
             )

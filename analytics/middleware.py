@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
@@ -75,12 +75,17 @@ def classify(path: str) -> tuple[str, str] | None:
     return "other", "other"
 
 
+# The MCP tool names a metric label may take (bounded): the MCP app registers them when it loads
+# (``register_tool_names``), so this app never imports a surface. Any other name is counted as "other".
+_TOOL_NAMES: set[str] = set()
+
+
+def register_tool_names(names: Iterable[str]) -> None:
+    _TOOL_NAMES.update(names)
+
+
 def _tool_names() -> frozenset[str]:
-    try:
-        from mcp_api.tools import TOOLS
-    except Exception:  # noqa: BLE001 - the MCP app is optional for the metrics
-        return frozenset()
-    return frozenset(spec.name for spec in TOOLS)
+    return frozenset(_TOOL_NAMES)
 
 
 def mcp_operation(request: HttpRequest) -> tuple[str, str]:

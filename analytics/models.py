@@ -1,4 +1,4 @@
-"""Search analytics: the query log, synonyms (read by the engine) and content-gap notes.
+"""Search analytics: the query log and content-gap notes (synonyms, a ranking input, are ``search.models``).
 
 Privacy: ``QueryLog.query_text`` is empty for signed-out callers unless ``QUERY_LOG_ANONYMOUS_TEXT`` is
 on; ``query_hash`` (a keyed hash of the normalized text) still groups their searches. ``principal_key``
@@ -8,11 +8,7 @@ the raw id. Rows older than ``QUERY_LOG_RETENTION_DAYS`` are purged daily.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
-from django.contrib.postgres.fields import ArrayField
-from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
@@ -72,67 +68,6 @@ class QueryLog(models.Model):
     @property
     def display_text(self) -> str:
         return self.query_text or f"(hidden #{self.query_hash[:8]})"
-
-
-def normalize_terms(terms: list[str]) -> list[str]:
-    """Lower-case, collapse whitespace, drop blanks and duplicates (the first word keeps its place)."""
-    seen: dict[str, None] = {}
-    for term in terms:
-        cleaned = " ".join(str(term).split()).casefold()
-        if cleaned:
-            seen.setdefault(cleaned, None)
-    return list(seen)
-
-
-class Synonym(models.Model):
-    """A synonym set the engine applies at query time.
-
-    Two-way (``one_way`` false): any word of ``terms`` also matches the others. One-way: the first word
-    expands to the others only (``["cv", "curriculum vitae"]``: a search for "cv" also finds "curriculum
-    vitae", not the reverse). ``language`` blank applies to every language. Terms are stored lower-case.
-    """
-
-    language = models.CharField(max_length=16, blank=True, help_text="language code (en, fr, …); blank = all")
-    terms = ArrayField(
-        models.CharField(max_length=200),
-        help_text="comma-separated words or phrases; one-way: the first expands",
-    )
-    one_way = models.BooleanField(default=False, help_text="only the first word expands to the others")
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["language", "id"]
-
-    def __str__(self) -> str:
-        arrow = " → " if self.one_way else " ↔ "
-        if self.one_way and self.terms:
-            text = self.terms[0] + arrow + ", ".join(self.terms[1:])
-        else:
-            text = arrow.join(self.terms or [])
-        return f"{text} [{self.language or 'all'}]"
-
-    def clean(self) -> None:
-        self.terms = normalize_terms(list(self.terms or []))
-        self.language = self.language.strip().lower()
-        if len(self.terms) < 2:
-            raise ValidationError(
-                {"terms": "Give at least two different words: the word and what it also means."}
-            )
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        self.terms = normalize_terms(list(self.terms or []))
-        self.language = (self.language or "").strip().lower()
-        super().save(*args, **kwargs)
-        from search.services.expansion import synonyms_invalidate
-
-        synonyms_invalidate()  # the engine caches synonym sets; a change applies to the next search
-
-    def delete(self, *args: Any, **kwargs: Any) -> Any:
-        result = super().delete(*args, **kwargs)
-        from search.services.expansion import synonyms_invalidate
-
-        synonyms_invalidate()
-        return result
 
 
 class ContentGap(models.Model):

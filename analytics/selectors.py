@@ -18,7 +18,8 @@ from django.db import connection
 from django.db.models import Avg, Count, Exists, Max, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from analytics.models import ContentGap, QueryLog, Synonym
+from analytics.models import ContentGap, QueryLog
+from search.models import Synonym
 
 POPULAR_TOPICS_TTL_S = 600
 POPULAR_TOPICS_DAYS = 30

@@ -25,8 +25,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from analytics.context import request_info
-from analytics.models import ContentGap, QueryLog, Synonym, normalize_terms
+from analytics.models import ContentGap, QueryLog
 from search.errors import InvalidQuery
+from search.models import Synonym, normalize_terms
 from search.principal import Principal
 from search.query_parser import normalize_query_text
 from search.types import RetrievalQuery, RetrievalResult, SearchFilters

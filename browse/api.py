@@ -19,13 +19,14 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
-from browse import selectors as browse_selectors, services as browse_services
-from browse.params import filters_from_params
 from browse.presenters import hit_json, preview_json
 from browse.schemas import PreviewRequest, SearchRequest, parse_model
 from browse.views import spend
+from presets import selectors as preset_selectors
+from presets import services as preset_services
 from search import selectors
 from search.errors import NotFound, SearchError
+from search.filter_params import filters_from_params
 from search.principal import principal_for_user
 from search.services import retrieve
 from search.types import RetrievalQuery
@@ -156,11 +157,11 @@ def recent_searches(request: HttpRequest) -> JsonResponse:
             query = data.get("query") if isinstance(data, dict) else None
             if not isinstance(query, str):
                 raise SearchError("query is required: send {\"query\": \"…\"}.", field="query")
-            browse_services.recent_search_record(user_id=user_id, query=query)
+            preset_services.recent_search_record(user_id=user_id, query=query)
         except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting too deep
             return error_response(400, "invalid_json", "The body is not valid JSON.", field="body")
         except SearchError as exc:
             return _search_error(exc)
     elif request.method == "DELETE":
-        browse_services.recent_search_clear(user_id=user_id)
-    return JsonResponse({"results": browse_selectors.recent_searches_list(user_id=user_id)})
+        preset_services.recent_search_clear(user_id=user_id)
+    return JsonResponse({"results": preset_selectors.recent_searches_list(user_id=user_id)})

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
-from browse.params import filters_from_params
 from browse.presenters import label
+from search.filter_params import filters_from_params
 from search.selectors_browse import top_domains
 
 FILTER_CARD_KEYS = frozenset({"domain", "content_type", "include_qa", "source", "date_from", "freshness", "layer"})

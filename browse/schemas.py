@@ -23,7 +23,7 @@ class SearchRequest(BaseModel):
     threshold: float = Field(default=SITE_THRESHOLD, ge=0.0, le=1.0, description="vector similarity floor")
     limit: int = Field(default=SEARCH_DEFAULT_LIMIT, description=f"clamped to 1–{MAX_LIMIT}")
     cursor: str | None = Field(default=None, max_length=500, description="next_cursor of the previous page")
-    filters: dict[str, Any] = Field(default_factory=dict, description="filter parameters (browse/params.py)")
+    filters: dict[str, Any] = Field(default_factory=dict, description="filter parameters (search/filter_params.py)")
 
     @field_validator("query", mode="before")
     @classmethod

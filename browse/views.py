@@ -1,6 +1,6 @@
 """Pages of the browse surface: /, /browse, /search, /items/<slug>, and the focus choice.
 
-Adapters only: parse the URL (browse.params), call search.services / search.selectors, render.
+Adapters only: parse the URL (search.filter_params), call search.services / search.selectors, render.
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from analytics.selectors import popular_topics as popular_queries
-from browse import presenters, prompts, selectors as browse_selectors, services as browse_services
+from browse import presenters, prompts
+from browse import selectors as browse_selectors
+from browse import services as browse_services
 from browse.markdown import render_markdown
-from browse.params import FILTER_PARAMS, filters_from_params, has_filters, params_from_filters
+from presets import selectors as preset_selectors
 from search import selectors
 from search.errors import InvalidCursor, NotFound, SearchError
+from search.filter_params import FILTER_PARAMS, filters_from_params, has_filters, params_from_filters
 from search.models import UserProfile
 from search.principal import Principal, principal_for_user
 from search.selectors_browse import filter_options, popular_topics
@@ -227,7 +230,7 @@ def browse(request: HttpRequest) -> HttpResponse:
         "freshness_choices": FRESHNESS_CHOICES,
         "filter_params": FILTER_PARAMS,
         "active_filter_count": len(params_from_filters(listing.filters)),
-        "recent_searches": browse_selectors.recent_searches_list(user_id=user_id) if user_id else [],
+        "recent_searches": preset_selectors.recent_searches_list(user_id=user_id) if user_id else [],
         "signed_in": bool(user_id),
     })
     return _with_retry_after(render(request, "browse/browse.html", context, status=listing.status), listing)

@@ -204,7 +204,7 @@ def resolve_presets(info: Any) -> list[Any]:
 
 def resolve_recent_searches(info: Any) -> list[str]:
     """The signed-in caller's recent queries, newest first; empty for anonymous callers."""
-    from browse import selectors as browse_selectors
+    from presets import selectors as preset_selectors
 
     user = get_user(info.context)
-    return browse_selectors.recent_searches_list(user_id=user.pk) if user is not None else []
+    return preset_selectors.recent_searches_list(user_id=user.pk) if user is not None else []

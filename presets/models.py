@@ -1,4 +1,5 @@
-"""Saved filter presets: five immutable system presets plus each user's own, kept on the server."""
+"""The searches a user keeps on the server: saved filter presets (five immutable system presets plus each
+user's own) and the recent searches of signed-in users (anonymous visitors keep theirs in localStorage)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from django.db.models.functions import Lower
 from django.utils import timezone
 
 NAME_MAX_CHARS = 40
+RECENT_SEARCHES_KEPT = 10
+RECENT_QUERY_MAX_CHARS = 200
 
 
 class PresetQuerySet(models.QuerySet):
@@ -90,3 +93,19 @@ class Preset(models.Model):
     def sorted_params(self) -> dict[str, Any]:
         """Parameters with keys sorted (jsonb keeps its own key order)."""
         return {key: self.params[key] for key in sorted(self.params)}
+
+
+class RecentSearch(models.Model):
+    """A query a signed-in user ran; one row per (user, query), ``used_at`` refreshed on reuse."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="recent_searches")
+    query = models.CharField(max_length=RECENT_QUERY_MAX_CHARS)
+    used_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-used_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["user", "query"], name="recent_search_unique")]
+        indexes = [models.Index(fields=["user", "-used_at"], name="recent_search_user_used")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: {self.query}"

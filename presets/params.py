@@ -1,14 +1,14 @@
 """Preset parameters: browse URL parameters, normalised against the engine's filters.
 
-A preset stores only filters, in the URL vocabulary of ``browse.params`` (the one place that turns URL
+A preset stores only filters, in the URL vocabulary of ``search.filter_params`` (the one place that turns URL
 parameters into ``search.types.SearchFilters``; ``freshness`` there is ``freshness_days`` in the engine).
 Normalising a set of parameters means:
 
 * ``sort``, ``order``, ``cursor`` and ``q`` are removed (a preset is not a query or a page), and so is
   ``from_bid``, the bid a visitor came from, which stays sticky in the URL when a preset is applied;
-* every other key must be a filter and every value valid (``browse.params.filters_from_params`` in strict
+* every other key must be a filter and every value valid (``search.filter_params.filters_from_params`` in strict
   mode); an unknown key or a bad value raises ``PresetParamsInvalid`` with ``field="params.<key>"``;
-* the filters are written back in canonical form (``browse.params.params_from_filters``): values equal
+* the filters are written back in canonical form (``search.filter_params.params_from_filters``): values equal
   to the engine's default (``include_qa=1``, ``unread_only=0``, ...) and empty values are dropped,
   booleans are ``"1"``/``"0"``, dates ``YYYY-MM-DD``;
 * list filters (``domain``, ``content_type``, ...) stay lists, de-duplicated ignoring case (the engine
@@ -26,10 +26,10 @@ from collections.abc import Iterable, Mapping
 from datetime import date
 from typing import Any, Literal
 
-from browse.params import LIST_PARAMS, FilterParams, params_from_filters
-from browse.params import filters_from_params as browse_filters_from_params
 from presets.errors import PresetParamsInvalid
 from search.errors import SearchError
+from search.filter_params import LIST_PARAMS, FilterParams, params_from_filters
+from search.filter_params import filters_from_params as browse_filters_from_params
 from search.types import SearchFilters
 
 ParamValue = str | list[str]
@@ -53,7 +53,7 @@ def _kind_of(annotation: Any) -> FilterKind:
     for kind, python_type in (("bool", bool), ("int", int), ("date", date), ("str", str)):
         if annotation is python_type:
             return kind  # type: ignore[return-value]
-    raise TypeError(f"browse.params.FilterParams has a field of unsupported type {annotation!r}")
+    raise TypeError(f"search.filter_params.FilterParams has a field of unsupported type {annotation!r}")
 
 
 FILTER_KINDS: dict[str, FilterKind] = {
@@ -123,7 +123,7 @@ def filters_from_params(raw: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> S
 
 
 class _OneShotQueryDict(dict):  # type: ignore[type-arg]
-    """The minimal ``QueryDict`` face ``browse.params`` reads: ``getlist`` over a dict of lists."""
+    """The minimal ``QueryDict`` face ``search.filter_params`` reads: ``getlist`` over a dict of lists."""
 
     def getlist(self, key: str) -> list[Any]:
         return list(self.get(key, []))

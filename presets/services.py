@@ -29,8 +29,9 @@ from presets.errors import (
     PresetParamsInvalid,
     PresetSignInRequired,
 )
-from presets.models import NAME_MAX_CHARS, Preset
+from presets.models import NAME_MAX_CHARS, RECENT_QUERY_MAX_CHARS, RECENT_SEARCHES_KEPT, Preset, RecentSearch
 from presets.params import apply_params, filters_from_params, normalize_params, params_identity
+from search.errors import InvalidQuery
 from search.query_parser import normalize_query_text
 from search.types import SearchFilters
 
@@ -378,4 +379,25 @@ def preset_purge_deleted(*, older_than_days: int = 30) -> int:
     """Remove tombstones older than ``older_than_days`` (undo is long over). Returns how many went."""
     cutoff = timezone.now() - timedelta(days=older_than_days)
     deleted, _ = Preset.objects.filter(is_system=False, deleted_at__lt=cutoff).delete()
+    return deleted
+
+
+# --- recent searches ---
+
+
+def recent_search_record(*, user_id: int, query: str) -> str:
+    """Remember ``query`` as the user's newest recent search; keeps the newest 10. Returns the stored text."""
+    text = normalize_query_text(query)[:RECENT_QUERY_MAX_CHARS].strip()
+    if not text:
+        raise InvalidQuery("query is empty: nothing to remember.", field="query")
+    with transaction.atomic():
+        RecentSearch.objects.update_or_create(user_id=user_id, query=text, defaults={"used_at": timezone.now()})
+        stale = RecentSearch.objects.filter(user_id=user_id).order_by("-used_at", "-id")[RECENT_SEARCHES_KEPT:]
+        RecentSearch.objects.filter(pk__in=list(stale.values_list("pk", flat=True))).delete()
+    return text
+
+
+def recent_search_clear(*, user_id: int) -> int:
+    """Forget every recent search of the user. Returns how many were removed."""
+    deleted, _ = RecentSearch.objects.filter(user_id=user_id).delete()
     return deleted

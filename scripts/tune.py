@@ -10,7 +10,6 @@ on data we do not have, so prefer settings that are robust over the last 0.001.
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import sys
 from pathlib import Path
@@ -25,6 +24,10 @@ django.setup()
 from django.conf import settings  # noqa: E402
 
 from search.services import evaluation, rerank  # noqa: E402
+
+
+def _measures(r: dict) -> str:
+    return f"ndcg@10={r['ndcg@10']} recall@100={r['recall@100']} mrr@10={r['mrr@10']}"
 
 
 def run(dataset: evaluation.Dataset, mode: str, cache: dict) -> dict:
@@ -50,19 +53,19 @@ def main() -> None:
         for k1, b, title in grid:
             settings.SEARCH = {**base, "BM25_K1": k1, "BM25_B": b, "TITLE_WEIGHT": title}
             r = run(dataset, "lexical", {})
-            print(f"k1={k1} b={b} title={title} ndcg@10={r['ndcg@10']} recall@100={r['recall@100']} mrr@10={r['mrr@10']}", flush=True)
+            print(f"k1={k1} b={b} title={title} {_measures(r)}", flush=True)
     elif args.what == "fusion":
         r = run(dataset, "vector", {})
         print(f"vector-only ndcg@10={r['ndcg@10']} recall@100={r['recall@100']} mrr@10={r['mrr@10']}", flush=True)
         for k, wl, wv in [(60, 1.0, 1.0), (20, 1.0, 1.0), (60, 1.0, 1.5), (60, 1.5, 1.0)]:
             settings.SEARCH = {**base, "RRF_K": k, "LEXICAL_WEIGHT": wl, "VECTOR_WEIGHT": wv}
             r = run(dataset, "hybrid", {})
-            print(f"rrf_k={k} w_lex={wl} w_vec={wv} ndcg@10={r['ndcg@10']} recall@100={r['recall@100']} mrr@10={r['mrr@10']}", flush=True)
+            print(f"rrf_k={k} w_lex={wl} w_vec={wv} {_measures(r)}", flush=True)
     else:
         for title_w in [0.0, 0.1, 0.2, 0.4]:
             rerank.TITLE_WEIGHT = title_w
             r = run(dataset, "hybrid", {})
-            print(f"rerank_title={title_w} ndcg@10={r['ndcg@10']} recall@100={r['recall@100']} mrr@10={r['mrr@10']}", flush=True)
+            print(f"rerank_title={title_w} {_measures(r)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
+from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils import timezone
 from pgvector.django import VectorField
 
 from search.managers import ChunkQuerySet, ContentItemQuerySet
@@ -347,3 +351,64 @@ class JobRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job} {self.period or 'ad hoc'} ({self.status})"
+
+
+def normalize_terms(terms: list[str]) -> list[str]:
+    """Lower-case, collapse whitespace, drop blanks and duplicates (the first word keeps its place)."""
+    seen: dict[str, None] = {}
+    for term in terms:
+        cleaned = " ".join(str(term).split()).casefold()
+        if cleaned:
+            seen.setdefault(cleaned, None)
+    return list(seen)
+
+
+class Synonym(models.Model):
+    """A synonym set the engine applies at query time.
+
+    Two-way (``one_way`` false): any word of ``terms`` also matches the others. One-way: the first word
+    expands to the others only (``["cv", "curriculum vitae"]``: a search for "cv" also finds "curriculum
+    vitae", not the reverse). ``language`` blank applies to every language. Terms are stored lower-case.
+    """
+
+    language = models.CharField(max_length=16, blank=True, help_text="language code (en, fr, …); blank = all")
+    terms = ArrayField(
+        models.CharField(max_length=200),
+        help_text="comma-separated words or phrases; one-way: the first expands",
+    )
+    one_way = models.BooleanField(default=False, help_text="only the first word expands to the others")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["language", "id"]
+
+    def __str__(self) -> str:
+        arrow = " → " if self.one_way else " ↔ "
+        if self.one_way and self.terms:
+            text = self.terms[0] + arrow + ", ".join(self.terms[1:])
+        else:
+            text = arrow.join(self.terms or [])
+        return f"{text} [{self.language or 'all'}]"
+
+    def clean(self) -> None:
+        self.terms = normalize_terms(list(self.terms or []))
+        self.language = self.language.strip().lower()
+        if len(self.terms) < 2:
+            raise ValidationError(
+                {"terms": "Give at least two different words: the word and what it also means."}
+            )
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.terms = normalize_terms(list(self.terms or []))
+        self.language = (self.language or "").strip().lower()
+        super().save(*args, **kwargs)
+        from search.services.expansion import synonyms_invalidate  # services import models: not at the top
+
+        synonyms_invalidate()  # the engine caches synonym sets; a change applies to the next search
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        result = super().delete(*args, **kwargs)
+        from search.services.expansion import synonyms_invalidate
+
+        synonyms_invalidate()
+        return result

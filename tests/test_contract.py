@@ -41,7 +41,8 @@ QUERIES = (
 )
 
 GRAPHQL_EXPLAINED = """query($q: String!, $limit: Int, $threshold: Float, $corpus: Corpus) {
-  search(input: {query: $q, limit: $limit, threshold: $threshold, corpus: $corpus}) { partialMatch hits { itemId missingWords } } }"""
+  search(input: {query: $q, limit: $limit, threshold: $threshold, corpus: $corpus}) {
+    partialMatch hits { itemId missingWords } } }"""
 
 GRAPHQL_SEARCH = """query($q: String!, $limit: Int, $threshold: Float, $corpus: Corpus) {
   search(input: {query: $q, limit: $limit, threshold: $threshold, corpus: $corpus}) { hits { itemId } } }"""

@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "graphql_api",
     "mcp_api",
     "analytics",
+    "config",  # the project itself: its one command, ``manage.py up`` (the process runner)
 ]
 
 MIDDLEWARE = [

@@ -1,4 +1,4 @@
-"""Recent-search mutations: thin calls to ``browse.services`` (signed-in users only)."""
+"""Recent-search mutations: thin calls to ``presets.services`` (signed-in users only)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from typing import Any
 
 import graphene
 
-from browse import selectors as browse_selectors
-from browse import services as browse_services
 from graphql_api.context import get_user
 from graphql_api.mutations.base import BaseMutation
+from presets import selectors as preset_selectors
+from presets import services as preset_services
 from search.errors import PermissionDenied
 
 SIGN_IN_MESSAGE = (
@@ -40,8 +40,8 @@ class RecentSearchAdd(BaseMutation):
     @classmethod
     def perform(cls, info: Any, **arguments: Any) -> dict[str, Any]:
         user_id = _user_id(info)
-        browse_services.recent_search_record(user_id=user_id, query=arguments["query"])
-        return {"recent_searches": browse_selectors.recent_searches_list(user_id=user_id)}
+        preset_services.recent_search_record(user_id=user_id, query=arguments["query"])
+        return {"recent_searches": preset_selectors.recent_searches_list(user_id=user_id)}
 
 
 class RecentSearchesClear(BaseMutation):
@@ -56,8 +56,8 @@ class RecentSearchesClear(BaseMutation):
     @classmethod
     def perform(cls, info: Any, **arguments: Any) -> dict[str, Any]:
         user_id = _user_id(info)
-        deleted = browse_services.recent_search_clear(user_id=user_id)
+        deleted = preset_services.recent_search_clear(user_id=user_id)
         return {
             "deleted_count": deleted,
-            "recent_searches": browse_selectors.recent_searches_list(user_id=user_id),
+            "recent_searches": preset_selectors.recent_searches_list(user_id=user_id),
         }

@@ -199,12 +199,14 @@ def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
             "| items | budget applies | fragments | with matches | showed some | showed all |",
             "|---|---|---|---|---|---|",
         ]
+        def share(n: int, c: dict[str, Any]) -> str:
+            return f"{n} ({100 * n / c['with_matches']:.0f}%)" if c["with_matches"] else str(n)
+
         for size, c in completeness:
             if c:
-                share = (lambda n: f"{n} ({100 * n / c['with_matches']:.0f}%)" if c["with_matches"] else str(n))
                 lines.append(
                     f"| {size} | {'yes' if c['budgeted'] else 'no'} | {c['previews']} | {c['with_matches']} | "
-                    f"{share(c['showed_some'])} | {share(c['showed_all'])} |"
+                    f"{share(c['showed_some'], c)} | {share(c['showed_all'], c)} |"
                 )
     loads = results.get("load_sizes") or (
         {str(results["load"]["items"]): results["load"]} if results.get("load") else {}

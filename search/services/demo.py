@@ -28,7 +28,8 @@ def _records(path: Path) -> Iterator[RawRecord]:
                 continue
             data: dict[str, Any] = json.loads(line)
             if "next_review_offset_days" in data:
-                data["next_review_date"] = (now + timedelta(days=int(data.pop("next_review_offset_days")))).date().isoformat()
+                offset = timedelta(days=int(data.pop("next_review_offset_days")))
+                data["next_review_date"] = (now + offset).date().isoformat()
             if "published_at_offset_days" in data:
                 when = now + timedelta(days=int(data.pop("published_at_offset_days")))
                 data["published_at"] = when.isoformat()

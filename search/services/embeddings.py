@@ -189,7 +189,9 @@ class OpenAIEmbedder:
         if not settings.OPENAI_API_KEY:
             from django.core.exceptions import ImproperlyConfigured
 
-            raise ImproperlyConfigured("EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY (and optionally OPENAI_BASE_URL).")
+            raise ImproperlyConfigured(
+                "EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY (and optionally OPENAI_BASE_URL)."
+            )
         from openai import OpenAI
 
         self.model = model or settings.OPENAI_EMBEDDING_MODEL
@@ -320,7 +322,10 @@ def embed_documents(texts: Sequence[str], *, provider: EmbeddingProvider | None 
     if missing:
         vectors = provider.embed([t for _, t in missing])
         EmbeddingCache.objects.bulk_create(
-            [EmbeddingCache(model=provider.name, text_hash=h, embedding=v) for (h, _), v in zip(missing, vectors, strict=True)],
+            [
+                EmbeddingCache(model=provider.name, text_hash=h, embedding=v)
+                for (h, _), v in zip(missing, vectors, strict=True)
+            ],
             ignore_conflicts=True,
         )
         cached.update({h: v for (h, _), v in zip(missing, vectors, strict=True)})

@@ -81,7 +81,9 @@ def score(dataset: Dataset, runs: dict[str, list[str]], latencies: list[float]) 
     from ir_measures import RR, R, nDCG
 
     qrels = [ir_measures.Qrel(q, d, rel) for q, docs in dataset.qrels.items() if q in runs for d, rel in docs.items()]
-    run = [ir_measures.ScoredDoc(q, d, float(len(docs) - rank)) for q, docs in runs.items() for rank, d in enumerate(docs)]
+    run = [
+        ir_measures.ScoredDoc(q, d, float(len(docs) - rank)) for q, docs in runs.items() for rank, d in enumerate(docs)
+    ]
     agg = ir_measures.calc_aggregate([nDCG @ 10, R @ 100, RR @ 10], qrels, run)
     ordered = sorted(latencies) or [0.0]
     return {
@@ -183,9 +185,8 @@ def baseline_rrf(
 def engine_search(mode: str, *, threshold: float, limit: int = 100) -> Callable[[str], list[str]]:
     from search.principal import Principal
     from search.services import retrieve
-    from search.types import RetrievalQuery
-
     from search.services.embeddings import provider_warm
+    from search.types import RetrievalQuery
 
     staff = Principal(kind="staff", all_content=True)
     provider_warm()  # the model loads before the first query's embedding budget starts

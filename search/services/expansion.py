@@ -16,11 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from django.apps import apps
 from django.core.cache import cache
 from django.db import connection
 
 from search import analysis
+from search.models import Synonym
 from search.query_parser import ParsedQuery
 
 logger = logging.getLogger(__name__)
@@ -53,11 +53,7 @@ def _synonym_table() -> dict[str, list[tuple[str, str]]]:
     if table is not None:
         return table
     table = {}
-    try:
-        model = apps.get_model("analytics", "Synonym")
-    except LookupError:
-        return table
-    for row in model.objects.all().only("terms", "one_way", "language"):
+    for row in Synonym.objects.all().only("terms", "one_way", "language"):
         words = [analysis.fold(w.strip()) for w in row.terms if w and w.strip()]
         words = [w for w in words if w]
         if len(words) < 2:

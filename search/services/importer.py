@@ -10,8 +10,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import date, datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -78,7 +77,7 @@ class ImportRecord(BaseModel):
     @classmethod
     def _aware(cls, value: datetime | None) -> datetime | None:
         if value is not None and timezone.is_naive(value):
-            return value.replace(tzinfo=dt_timezone.utc)
+            return value.replace(tzinfo=UTC)
         return value
 
 
@@ -152,7 +151,8 @@ def _from_markdown(text: str, ident: str) -> dict[str, Any]:
             if ":" in line:
                 key, value = line.split(":", 1)
                 value = value.strip()
-                data[key.strip()] = [v.strip() for v in value.strip("[]").split(",")] if value.startswith("[") else value
+                listed = value.startswith("[")
+                data[key.strip()] = [v.strip() for v in value.strip("[]").split(",")] if listed else value
         text = text[match.end() :]
     heading = re.search(r"^#\s+(.+)$", text, re.M)
     data.setdefault("title", heading.group(1).strip() if heading else ident)

@@ -177,7 +177,9 @@ def embeddings_pending(model: str) -> Any:
     return Chunk.objects.current().filter(~Q(embedding_model=model) | Q(embedding__isnull=True))
 
 
-def embeddings_backfill(*, progress: Any = None, provider: EmbeddingProvider | None = None, limit: int | None = None) -> int:
+def embeddings_backfill(
+    *, progress: Any = None, provider: EmbeddingProvider | None = None, limit: int | None = None
+) -> int:
     """Embed current chunks that have no vector of the active space, with its model, in batches.
 
     Resumable: each batch commits. ``provider`` defaults to the active space's model; a ``provider`` of

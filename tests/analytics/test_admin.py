@@ -9,9 +9,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from analytics.models import ContentGap, QueryLog, Synonym
+from analytics.models import ContentGap, QueryLog
 from mcp_api.schemas import FindArgs
 from mcp_api.tools import find_tool
+from search.models import Synonym
 from search.principal import Principal
 
 pytestmark = pytest.mark.django_db
@@ -141,10 +142,10 @@ def test_explain_of_a_hidden_query_says_why_not(admin_client: Client, activity: 
 def test_synonym_and_gap_admins_render(admin_client: Client) -> None:
     Synonym.objects.create(terms=["rfp", "request for proposal"])
     ContentGap.objects.create(query_text="modern slavery")
-    assert admin_client.get("/admin/analytics/synonym/").status_code == 200
-    assert "rfp" in admin_client.get("/admin/analytics/synonym/", {"q": "proposal"}).content.decode()
+    assert admin_client.get("/admin/search/synonym/").status_code == 200
+    assert "rfp" in admin_client.get("/admin/search/synonym/", {"q": "proposal"}).content.decode()
     added = admin_client.post(
-        "/admin/analytics/synonym/add/", {"terms": "Bid, tender", "language": "", "one_way": ""}
+        "/admin/search/synonym/add/", {"terms": "Bid, tender", "language": "", "one_way": ""}
     )
     assert added.status_code == 302 and Synonym.objects.filter(terms=["bid", "tender"]).exists()
     assert admin_client.get("/admin/analytics/contentgap/").status_code == 200

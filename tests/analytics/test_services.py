@@ -11,7 +11,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from analytics import services
-from analytics.models import ContentGap, QueryLog, Synonym
+from analytics.models import ContentGap, QueryLog
+from search.models import Synonym
 from search.principal import ANONYMOUS, Principal
 from search.types import Hit, RetrievalQuery, RetrievalResult, SearchFilters
 

@@ -15,7 +15,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from browse.models import RecentSearch
+from presets.models import RecentSearch
 from search.models import UserProfile
 from tests.chromium import launched_chromium, needs_chromium
 from tests.factories import build, make_item
@@ -62,7 +62,8 @@ class Session:
         dialog.dismiss()
 
     def preview_options(self) -> list[str]:
-        return self.page.locator("[data-section='preview']:not([hidden]) .dd-option .dd-option__label").all_inner_texts()
+        rows = self.page.locator("[data-section='preview']:not([hidden]) .dd-option .dd-option__label")
+        return rows.all_inner_texts()
 
     def card_titles(self) -> list[str]:
         return self.page.locator("#results .cards .card__title").all_inner_texts()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import html
 import re
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from search.highlight import highlight_html, plain_passage
 from search.types import Span

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from browse import prompts
-from browse.params import filters_from_params
+from search.filter_params import filters_from_params
 from search.models import UserProfile
 from tests.factories import make_item
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from browse.models import RECENT_SEARCHES_KEPT, RecentSearch
-from browse.selectors import recent_searches_list
-from browse.services import recent_search_clear, recent_search_record
+from presets.models import RECENT_SEARCHES_KEPT, RecentSearch
+from presets.selectors import recent_searches_list
+from presets.services import recent_search_clear, recent_search_record
 from search.errors import InvalidQuery
 
 pytestmark = pytest.mark.django_db

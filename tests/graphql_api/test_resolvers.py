@@ -245,7 +245,7 @@ def test_presets_lists_system_presets_for_anonymous(client: Client) -> None:
 @pytest.mark.parametrize("value", [-739951, 0, 99999999])
 def test_day_counts_out_of_range_are_refused_not_crashed(client, field: str, value: int) -> None:
     # found by the GraphQL fuzzer: notePaths without a search and a day count past the calendar's range
-    query = "query($v: Int) { notePaths(filter: {search: \"\", %s: $v}) }" % field
+    query = f"query($v: Int) {{ notePaths(filter: {{search: \"\", {field}: $v}}) }}"
     response = client.post("/graphql", {"query": query, "variables": {"v": value}}, content_type="application/json")
     errors = response.json()["errors"]
     assert errors[0]["extensions"]["code"] != "INTERNAL_ERROR"
@@ -266,7 +266,9 @@ def closed_corpus(db: Any) -> None:
     # the same rule as the site's (tests/browse/test_views.py): title match, policy on, unreadable
     make_item(title="Rate card 2026", body="Members only.", visibility="signed_in", allow_closed_placeholder=True)
     make_item(title="Rate card secret", body="Hidden.", visibility="staff", allow_closed_placeholder=False)
-    make_item(title="Another thing", body="rate card in the body only", visibility="staff", allow_closed_placeholder=True)
+    make_item(
+        title="Another thing", body="rate card in the body only", visibility="staff", allow_closed_placeholder=True
+    )
     make_item(title="Rate card public", body="Public rates.")
     build()
 
@@ -284,7 +286,9 @@ def closed_search(client: Client, **variables: Any) -> dict[str, Any]:
 
 
 @pytest.mark.django_db
-def test_closed_material_only_when_asked_with_the_sites_rule_and_title_only(client: Client, closed_corpus: None) -> None:
+def test_closed_material_only_when_asked_with_the_sites_rule_and_title_only(
+    client: Client, closed_corpus: None
+) -> None:
     # without the argument: readable hits only, as before
     plain = closed_search(client)
     assert [h["closed"] for h in plain["hits"]] == [False]
@@ -302,7 +306,9 @@ def test_closed_material_only_when_asked_with_the_sites_rule_and_title_only(clie
 
 
 @pytest.mark.django_db
-def test_closed_material_is_not_offered_to_those_who_can_read_it_nor_on_later_pages(client: Client, closed_corpus: None) -> None:
+def test_closed_material_is_not_offered_to_those_who_can_read_it_nor_on_later_pages(
+    client: Client, closed_corpus: None
+) -> None:
     from django.contrib.auth import get_user_model
 
     # a signed-in reader sees "Rate card 2026" as a real hit, never as a placeholder

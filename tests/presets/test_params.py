@@ -7,7 +7,6 @@ from datetime import date
 import pytest
 from django.http import QueryDict
 
-from browse.params import FILTER_PARAMS
 from presets.errors import PresetParamsInvalid
 from presets.params import (
     FILTER_KINDS,
@@ -17,6 +16,7 @@ from presets.params import (
     params_identity,
     query_items,
 )
+from search.filter_params import FILTER_PARAMS
 from search.types import SearchFilters
 
 
@@ -127,7 +127,7 @@ def test_dates_in_the_wrong_order_are_refused() -> None:
     with pytest.raises(PresetParamsInvalid) as caught:
         normalize_params({"date_from": "2025-02-01", "date_to": "2025-01-01"})
 
-    # then: the message names the other date (browse.params words it)
+    # then: the message names the other date (search.filter_params words it)
     assert caught.value.field in {"params.date_to", "params.date_from", "params"}
     assert "date_from" in caught.value.message
 

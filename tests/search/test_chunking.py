@@ -20,7 +20,7 @@ def test_long_sections_are_bounded_and_overlap():
     chunks = chunk_markdown(body, max_chars=300, overlap=60)
     assert len(chunks) > 5
     assert all(len(c.text) <= 300 for c in chunks)
-    for before, after in zip(chunks, chunks[1:]):
+    for before, after in zip(chunks, chunks[1:], strict=False):
         assert after.char_start < before.char_end, "consecutive chunks overlap"
         assert after.char_start > before.char_start
 

@@ -51,7 +51,7 @@ def test_typo_tolerance_needs_five_letters_and_never_matches_titles():
 
 
 def test_synonyms_expand_below_the_written_word():
-    from analytics.models import Synonym
+    from search.models import Synonym
 
     # given: a two-way synonym set, one item with the word as written in its title, one with the synonym
     make_item(title="Tender calendar", body="Dates for every tender this year.")
@@ -68,7 +68,7 @@ def test_synonyms_expand_below_the_written_word():
 
 
 def test_one_way_synonym_does_not_expand_backwards():
-    from analytics.models import Synonym
+    from search.models import Synonym
 
     make_item(title="A", body="Our ITT response.")
     make_item(title="B", body="Invitation to tender response.")

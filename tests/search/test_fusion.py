@@ -54,7 +54,7 @@ def test_a_lane_weighed_at_zero_cannot_reorder_the_other(first: list, second: li
     ranked = [ident for ident, _ in sorted(first, key=lambda t: -t[1])]
     # the first lane's own order is kept among its ids (ties may go either way)
     scores = [fused[i] for i in ranked]
-    assert all(a >= b - 1e-9 for a, b in zip(scores, scores[1:]))
+    assert all(a >= b - 1e-9 for a, b in zip(scores, scores[1:], strict=False))
     # and an id only the zero-weight lane found never beats one the first lane found
     only_second = {i for i, _ in second} - {i for i, _ in first}
     if first:

@@ -17,8 +17,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 
+from config.management.commands.up import Command as UpCommand
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
-from search.management.commands.up import Command as UpCommand
 from search.models import Chunk, EmbeddingCache, EmbeddingSpace, JobRun
 from search.principal import Principal
 from search.services import embeddings, jobs, reembed, retrieve, vector

@@ -21,7 +21,9 @@ class Command(BaseCommand):
     help = "Evaluate retrieval on a BEIR dataset (nDCG@10, Recall@100, MRR@10, latency) in a throwaway database."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--dataset", type=Path, required=True, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/)")
+        parser.add_argument(
+            "--dataset", type=Path, required=True, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/)"
+        )
         parser.add_argument("--split", default="test")
         parser.add_argument("--mode", choices=["lexical", "vector", "hybrid"], default="hybrid")
         parser.add_argument("--baselines", action="store_true",

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from search.errors import SearchError
 from search.services import importer, indexing
-from search.services.vector import embeddings_pending, active_space
+from search.services.vector import active_space, embeddings_pending
 
 from ._progress import progress_bar
 

@@ -19,8 +19,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from config import env, runtime
-
-from ._progress import progress_bar
+from search.management.commands._progress import progress_bar
 
 STOP_GRACE_S = 10
 

@@ -1,4 +1,4 @@
-"""browse/params.py: URL parameters ⇄ SearchFilters."""
+"""search/filter_params.py: URL parameters ⇄ SearchFilters."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import date
 import pytest
 from django.http import QueryDict
 
-from browse.params import FILTER_PARAMS, filters_from_params, has_filters, params_from_filters
 from search.errors import InvalidQuery
+from search.filter_params import FILTER_PARAMS, filters_from_params, has_filters, params_from_filters
 from search.types import SearchFilters
 
 
