@@ -26,10 +26,11 @@ def dump(args: argparse.Namespace) -> None:
     import django
 
     django.setup()
+    from benchmarks import evaluation
     from search import query_parser
     from search.models import ContentItem
     from search.principal import Principal
-    from search.services import evaluation, importer, indexing, lexical, vector
+    from search.services import importer, indexing, lexical, vector
     from search.types import RetrievalQuery
 
     dataset = evaluation.dataset_load(args.dataset, args.split)

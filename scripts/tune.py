@@ -23,7 +23,8 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from search.services import evaluation, rerank  # noqa: E402
+from benchmarks import evaluation  # noqa: E402
+from search.services import rerank  # noqa: E402
 
 
 def _measures(r: dict) -> str:

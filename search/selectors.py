@@ -252,8 +252,9 @@ def _within_budget(
 _corpus_size: tuple[float, int] = (0.0, 0)  # (read at, chunks): the preview asks at most once a minute
 
 
-def _preview_budgeted() -> bool:
-    """Whether the corpus is large enough for the preview's time budget to matter (see preview_search)."""
+def preview_budgeted() -> bool:
+    """Whether the corpus is large enough for the preview's time budget to matter (see preview_search);
+    public for the benchmarks' completeness report."""
     global _corpus_size
     read_at, chunks = _corpus_size
     if time.monotonic() - read_at > 60:
@@ -438,7 +439,7 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     folded = folded_text(cleaned)
     # The budget covers the whole call: the steps stop early enough to leave time for reading their hits.
     deadline = started + (int(settings.SEARCH["PREVIEW_BUDGET_MS"]) - FINAL_READ_MS) / 1000
-    budgeted = _preview_budgeted()
+    budgeted = preview_budgeted()
 
     def left_ms(share: float = 1.0) -> int | None:
         """What is left of the budget (None on a small corpus: its index scans are never the slow kind, and

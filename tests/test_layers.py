@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("search", "presets", "analytics", "browse", "graphql_api", "mcp_api")
+PACKAGES = ("search", "presets", "analytics", "browse", "graphql_api", "mcp_api", "benchmarks")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -35,3 +36,46 @@ def test_the_engine_importing_a_surface_breaks_the_contract(tmp_path: Path) -> N
     result = lint_imports(tmp_path)
     assert result.returncode != 0
     assert "search.layer_probe -> browse.presenters" in result.stdout
+
+
+def _modules(package: str) -> list[Path]:
+    return [p for p in (ROOT / package).rglob("*.py") if "migrations" not in p.parts]
+
+
+def _search_aliases(tree: ast.Module) -> set[str]:
+    """Names a module binds to ``search`` modules (``from search.services import vector`` binds ``vector``)."""
+    aliases = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "search":
+            aliases |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            aliases |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == "search"}
+    return aliases
+
+
+def test_benchmarks_use_only_the_engines_public_names() -> None:
+    offences = []
+    for path in _modules("benchmarks"):
+        tree = ast.parse(path.read_text())
+        aliases = _search_aliases(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("search"):
+                offences += [f"{path.name}: from {node.module} import {a.name}" for a in node.names
+                             if a.name.startswith("_")]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+                if node.attr.startswith("_") and not node.attr.startswith("__") and node.attr != "_meta":
+                    offences.append(f"{path.name}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert offences == []
+
+
+def test_the_product_never_imports_django_test() -> None:
+    offences = []
+    for package in PACKAGES + ("config",):
+        if package == "benchmarks":
+            continue
+        for path in _modules(package):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else (
+                    [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+                offences += [f"{path}: {n}" for n in names if n == "django.test" or n.startswith("django.test.")]
+    assert offences == []

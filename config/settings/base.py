@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "graphql_api",
     "mcp_api",
     "analytics",
+    "benchmarks",  # manage.py bench and evaluate (their libraries: the [bench] extra)
     "config",  # the project itself: its one command, ``manage.py up`` (the process runner)
 ]
 

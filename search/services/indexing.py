@@ -32,7 +32,9 @@ def _stem_language(code: str) -> str:
     return code if code in analysis.STEM_LANGUAGES else "simple"
 
 
-def _chunk_columns(chunk: Chunk, item: ContentItem, title: str, summary: str) -> dict[str, Any]:
+def chunk_columns(chunk: Chunk, item: ContentItem, title: str, summary: str) -> dict[str, Any]:
+    """The search columns the build writes for one chunk (term maps, title and keyword lexemes, lengths, folded
+    text, language): public for bulk loaders that write rows themselves (the benchmark corpus)."""
     # The body is stemmed in the chunk's own language (an English section of a French item is English);
     # keywords and the type belong to the item and are stemmed in its language.
     chunk_language = language.chunk_language(chunk.text, item_language=item.language)
@@ -77,7 +79,7 @@ def columns_build(*, progress: Progress | None = None) -> int:
     written = 0
     pending = Chunk.objects.current().filter(indexed=False).select_related("item", "revision")
     for batch in _batches(pending, BATCH):
-        values = [(c.pk, _chunk_columns(c, c.item, c.revision.title, c.revision.summary)) for c in batch]
+        values = [(c.pk, chunk_columns(c, c.item, c.revision.title, c.revision.summary)) for c in batch]
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.executemany(
                 """

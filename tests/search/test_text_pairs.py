@@ -273,7 +273,7 @@ def test_an_anonymous_visitor_cannot_tell_restricted_text_from_no_text(corpus: l
 
 
 def test_the_bench_load_turns_every_pair_trigger_off_and_back_on() -> None:
-    from search.services.bench_corpus import _text_pair_triggers_off
+    from benchmarks.bench_corpus import text_pair_triggers_off
 
     def states() -> list[str]:
         with connection.cursor() as cursor:
@@ -282,6 +282,6 @@ def test_the_bench_load_turns_every_pair_trigger_off_and_back_on() -> None:
             )
             return [row[0] for row in cursor.fetchall()]
 
-    with _text_pair_triggers_off():
+    with text_pair_triggers_off():
         assert states() == ["D"] * 6  # chunks, revisions, items: insert and update each
     assert states() == ["O"] * 6

@@ -6,10 +6,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from benchmarks import bench
 from search.errors import SearchError
-from search.services import bench
-
-from ._progress import progress_bar
+from search.management.commands._progress import progress_bar
 
 DEFAULT_DATASET = Path(settings.BASE_DIR).parent / "shared" / "datasets" / "scifact"
 
@@ -96,11 +95,11 @@ class Command(BaseCommand):
         except (SearchError, FileNotFoundError) as exc:
             raise CommandError(str(exc)) from exc
         if opts["out"]:
-            from search.services import bench_report
+            from benchmarks import bench_report
 
             written = bench_report.report_write(results, opts["out"])
             self.stderr.write("wrote " + ", ".join(str(p) for p in written))
-        from search.services import bench_report
+        from benchmarks import bench_report
 
         self.stdout.write(bench_report.summary_table(results))
         if opts["json"]:

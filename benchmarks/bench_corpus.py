@@ -6,7 +6,7 @@ item ``i`` is the same whatever the batch layout or the number of worker process
 
 The rows are what the ORM importer and ``index_rebuild`` would write, only faster:
 - chunks come from the real chunker (``chunking.chunk_markdown`` with the configured sizes);
-- search columns come from ``indexing._chunk_columns`` (the build's own function);
+- search columns come from ``indexing.chunk_columns`` (the build's own function);
 - vectors are the ``hash`` embedding provider's (``HashEmbedder``: deterministic, L2-normalised
   feature hashing of the chunk's embedding text), computed by an equivalent memoised loop;
 then ``indexing.stats_refresh()`` and ``vector.vector_index_ensure()`` run exactly as in the build.
@@ -267,7 +267,7 @@ def item_generate(index: int, spec: CorpusSpec, pool: TextPool, embedder: FastHa
         body, max_chars=settings.SEARCH["CHUNK_MAX_CHARS"], overlap=settings.SEARCH["CHUNK_OVERLAP_CHARS"]
     )
     for chunk_spec in specs:
-        columns = indexing._chunk_columns(Chunk(text=chunk_spec.text), unsaved_item, title, "")
+        columns = indexing.chunk_columns(Chunk(text=chunk_spec.text), unsaved_item, title, "")
         vec = embedder.embed(chunk_embedding_text(title, chunk_spec.toc_path, chunk_spec.text))
         chunks.append(
             {
@@ -338,7 +338,7 @@ class _CopyPlan:
             if value is None and not f.null:
                 raise SearchError(
                     f"bench cannot fill {model.__name__}.{f.name} (NOT NULL, no default): give it "
-                    "a value in search/services/bench_corpus.py::item_generate."
+                    "a value in benchmarks/bench_corpus.py::item_generate."
                 )
             self.columns.append(f.column)
             self.defaults.append(f.get_db_prep_save(value, connection))
@@ -364,7 +364,7 @@ def _secondary_indexes(tables: Sequence[str]) -> list[tuple[str, str]]:
 
 
 @contextmanager
-def _text_pair_triggers_off() -> Iterator[None]:
+def text_pair_triggers_off() -> Iterator[None]:
     """The text-pair triggers (migration 0009, found by name; they add pieces too since 0010) off while rows
     are copied in (one bulk fill afterwards instead of a trigger call per row); back on however the copy
     ends."""
@@ -439,7 +439,7 @@ def corpus_load(
             cursor.execute(f'DROP INDEX "{name}"')
     generated_started = time.monotonic()
     plans: dict[str, _CopyPlan] = {}
-    with _text_pair_triggers_off():
+    with text_pair_triggers_off():
         for batch in items_generate(spec, pool, workers=workers):
             _copy_batch(batch, plans, now)
             report.items += len(batch)

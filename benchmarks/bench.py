@@ -38,9 +38,10 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 
+from benchmarks import bench_corpus, bench_http, scratch_db
 from search import analysis, query_parser, selectors
 from search.principal import ANONYMOUS
-from search.services import bench_corpus, bench_http, embeddings, lexical, scratch_db, vector
+from search.services import embeddings, lexical, vector
 from search.services.retrieve import retrieve, searchable_items
 from search.types import RetrievalQuery
 
@@ -620,7 +621,7 @@ def preview_completeness(texts: list[str]) -> dict[str, Any]:
         "with_matches": len(with_matches),
         "showed_some": sum(1 for w, _ in with_matches if w),
         "showed_all": sum(1 for w, u in with_matches if w >= u),
-        "budgeted": selectors._preview_budgeted(),
+        "budgeted": selectors.preview_budgeted(),
     }
 
 

@@ -14,8 +14,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
 
+from benchmarks import bench, bench_corpus, bench_http, scratch_db
 from search.errors import SearchError
-from search.services import bench, bench_corpus, bench_http, scratch_db
 from search.services.embeddings import HashEmbedder
 from tests.search.test_text_pairs import missing_text_pairs, missing_text_pieces
 

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from search.services.bench import PAIRS, PATHS
+from benchmarks import require
+from benchmarks.bench import PAIRS, PATHS
 
 PERCENTILES = ("p50_ms", "p95_ms", "p99_ms")
 TARGET_SIZE = 100_000
@@ -276,10 +277,9 @@ def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
 
 
 def _plots(results: dict[str, Any], out: Path) -> list[str]:
-    import matplotlib
-
+    matplotlib: Any = require("matplotlib")
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt: Any = require("matplotlib.pyplot")
 
     sizes = _sizes(results)
     written = []

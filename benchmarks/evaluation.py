@@ -20,8 +20,8 @@ from typing import Any
 
 from django.db import connection
 
+from benchmarks import require, scratch_db
 from search.errors import SearchError
-from search.services import scratch_db
 
 METRICS = ("ndcg@10", "recall@100", "mrr@10")
 
@@ -143,8 +143,8 @@ def corpus_language() -> str:
 def baseline_bm25s(dataset: Dataset, *, language: str = "en", limit: int = 100) -> Callable[[str], list[str]]:
     """A maintained BM25 library (bm25s, Lucene variant) with the corpus language's stop words and Snowball
     stemmer (English ones for a language it has neither for)."""
-    import bm25s
-    import Stemmer
+    bm25s: Any = require("bm25s")
+    Stemmer: Any = require("Stemmer")  # PyStemmer's module name
 
     ids, texts = [], []
     with dataset.corpus.open(encoding="utf-8") as handle:

@@ -7,11 +7,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from benchmarks import evaluation
 from search.errors import SearchError
-from search.services import evaluation, importer, indexing, lane_weights
+from search.management.commands._progress import progress_bar
+from search.services import importer, indexing, lane_weights
 from search.services.vector import active_space, embeddings_pending, lane_model
-
-from ._progress import progress_bar
 
 # Vector-lane weights --calibrate tries (RRF weight beside the lexical lane's 1.0).
 CALIBRATION_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
