@@ -13,11 +13,13 @@ run: $(VENV)/.installed
 test: lint chromium
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# Style (ruff) and the layers (import-linter, contracts in pyproject.toml): a surface importing another, or
-# the engine importing a surface, fails here before any test runs.
+# Style (ruff), the layers (import-linter, contracts in pyproject.toml) and types (mypy with django-stubs,
+# strict for the engine's text and ranking modules): a surface importing another, the engine importing a
+# surface, or a type error fails here before any test runs.
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy search presets analytics browse graphql_api mcp_api benchmarks config
 
 # Refresh docs/reliability/figures.json, the figures docs/reliability.md cites: the reliability suite with its
 # figures written to that tracked file (a plain test run writes them to var/reliability/figures.json).

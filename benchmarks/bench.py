@@ -662,7 +662,7 @@ def _measure_http(
     measured: dict[str, Any] = {}
     errors: dict[str, list[str]] = {}
     load: dict[str, Any] | None = None
-    kinds = {
+    kinds: dict[str, Callable[[str], bench_http.Request]] = {
         "http_search": bench_http.search_request,
         "http_graphql": bench_http.graphql_request,
         "http_mcp": bench_http.mcp_request,

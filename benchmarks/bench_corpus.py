@@ -261,7 +261,7 @@ def item_generate(index: int, spec: CorpusSpec, pool: TextPool, embedder: FastHa
         "created_at": updated_at,
         "chunked": True,
     }
-    unsaved_item = ContentItem(language="en", ai_keywords=keywords, content_type=item["content_type"])
+    unsaved_item = ContentItem(language="en", ai_keywords=keywords, content_type=str(item["content_type"]))
     chunks = []
     specs = chunk_markdown(
         body, max_chars=settings.SEARCH["CHUNK_MAX_CHARS"], overlap=settings.SEARCH["CHUNK_OVERLAP_CHARS"]

@@ -123,12 +123,11 @@ def search_api(request: HttpRequest) -> HttpResponse:
     limit = spend(request, "search")
     if limit.limited:
         return _rate_limited(limit.retry_after, "searches")
-    query = RetrievalQuery(
-        text=body.query, principal=principal_for_user(request.user), filters=filters, limit=body.limit,
-        cursor=body.cursor, threshold=body.threshold, with_facets=True, surface="browse",
-    )
     try:
-        result = retrieve(query=query)
+        result = retrieve(query=RetrievalQuery(
+            text=body.query, principal=principal_for_user(request.user), filters=filters, limit=body.limit,
+            cursor=body.cursor, threshold=body.threshold, with_facets=True, surface="browse",
+        ))
     except SearchError as exc:
         return _search_error(exc)
     return JsonResponse({

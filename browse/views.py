@@ -27,6 +27,7 @@ from search.errors import InvalidCursor, NotFound, SearchError
 from search.filter_params import FILTER_PARAMS, filters_from_params, has_filters, params_from_filters
 from search.models import UserProfile
 from search.principal import Principal, principal_for_user
+from search.query_parser import validate_query_text
 from search.selectors_browse import filter_options, popular_topics
 from search.selectors_closed import closed_placeholders
 from search.services import retrieve
@@ -121,18 +122,25 @@ class Listing:
 
 
 def _listing_state(request: HttpRequest) -> Listing:
-    q = request.GET.get("q", "").strip()
+    """The URL's state. A query past ``MAX_QUERY_CHARS`` or a bad filter is a 400 notice, as on every surface."""
+    raw_q = request.GET.get("q", "")
     sort = request.GET.get("sort", "newest")
     if sort not in dict(SORTS):
         sort = "newest"
     listing = Listing(
-        q=" ".join(q.split())[:2000], sort=sort, cursor=request.GET.get("cursor") or None,
+        q="", sort=sort, cursor=request.GET.get("cursor") or None,
         from_bid=request.GET.get("from_bid", "").strip()[:120], filters=SearchFilters(),
     )
     try:
+        listing.q = validate_query_text(raw_q, field="q")
+    except SearchError as exc:
+        listing.q = " ".join(raw_q.split())  # kept whole in the search box, so it can be shortened there
+        listing.error, listing.error_field, listing.status = exc.message, exc.field or "", 400
+    try:
         listing.filters = filters_from_params(request.GET)
     except SearchError as exc:
-        listing.error, listing.error_field, listing.status = exc.message, exc.field or "", 400
+        if not listing.error:
+            listing.error, listing.error_field, listing.status = exc.message, exc.field or "", 400
     return listing
 
 

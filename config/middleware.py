@@ -53,6 +53,7 @@ def is_outage(exception: BaseException) -> bool:
 def unavailable_response(request: HttpRequest, message: str = MESSAGE) -> HttpResponse:
     """A 503 in the shape of the surface the request came to."""
     path = request.path
+    body: dict[str, Any]
     if path.startswith("/graphql"):
         body = {"errors": [{"message": message, "extensions": {"code": "SERVICE_UNAVAILABLE"}}]}
     elif path.startswith("/mcp"):

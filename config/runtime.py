@@ -172,6 +172,7 @@ def ensure_valkey(home: Path, *, owner: bool = False) -> str:
                 if attempt == 2:
                     raise
                 logger.warning("embedded Valkey did not start (port taken?); retrying")
+        assert server is not None  # the loop either started one or raised
         _valkey = server
         if owner:
             state.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from graphene.utils.str_converters import to_camel_case
 from graphql import GraphQLError
 
 from graphql_api.context import get_principal, get_user
@@ -15,15 +16,15 @@ from graphql_api.dataloaders import ContentItemByIdLoader
 from graphql_api.errors import from_search_error, graphql_error
 from graphql_api.types import ResultNode, enum_value
 from search.errors import InvalidQuery, NotFound, SearchError
+from search.filters import LIST_FILTERS, InvalidFilter
 from search.query_parser import validate_query_text
 from search.selectors import ItemPage, corpus_for, item_get, items_list
 from search.selectors_closed import closed_hits
 from search.services import retrieve
 from search.types import MAX_LIMIT, SITE_THRESHOLD, Corpus, RetrievalQuery, SearchFilters
 
-MAX_FILTER_VALUES = 50
-_LIST_FILTERS = ("domain", "subtopic", "content_type", "platform", "author", "layer", "source")
-_SCALAR_FILTERS = (
+_FILTERS = (
+    *LIST_FILTERS,
     "language",
     "include_qa",
     "date_from",
@@ -37,27 +38,18 @@ _SCALAR_FILTERS = (
 
 
 def filters_from_input(data: Any) -> SearchFilters:
-    """``SearchFilterInput`` (or a ``NotePathsFilterInput``) → the engine's ``SearchFilters``."""
+    """``SearchFilterInput`` (or a ``NotePathsFilterInput``) → the engine's ``SearchFilters``.
+
+    ``SearchFilters`` strips, de-duplicates and bounds the values; its refusal is passed on under the input's
+    path (``filter.contentType``), in the words every surface uses.
+    """
     if not data:
         return SearchFilters()
-    values: dict[str, Any] = {}
-    for name in _LIST_FILTERS:
-        given = data.get(name)
-        if given:
-            cleaned = tuple(dict.fromkeys(v.strip() for v in given if v and v.strip()))
-            if len(cleaned) > MAX_FILTER_VALUES:
-                raise InvalidQuery(
-                    f"filter.{name} has {len(cleaned)} values; send at most {MAX_FILTER_VALUES}.",
-                    field=f"filter.{name}",
-                )
-            values[name] = cleaned
-    for name in _SCALAR_FILTERS:
-        given = data.get(name)
-        if given is not None:
-            values[name] = given
-    if values.get("freshness_days") is not None and values["freshness_days"] < 1:
-        raise InvalidQuery("filter.freshnessDays must be 1 or more.", field="filter.freshnessDays")
-    return SearchFilters(**values)
+    values = {name: data.get(name) for name in _FILTERS if data.get(name) is not None}
+    try:
+        return SearchFilters(**values)
+    except InvalidFilter as exc:
+        raise exc.at(f"filter.{to_camel_case(exc.field or '')}".rstrip(".")) from None
 
 
 def _corpus(value: Any) -> Corpus:

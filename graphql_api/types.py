@@ -10,6 +10,7 @@ from graphene.types.generic import GenericScalar
 
 from graphql_api.dataloaders import ContentItemByIdLoader, RevisionByIdLoader
 from presets.models import Preset as PresetModel
+from search.filters import MAX_FRESHNESS_DAYS, MAX_LANGUAGE_CHARS, MAX_REVIEW_DUE_DAYS, MAX_VALUE_CHARS, MAX_VALUES
 from search.highlight import highlight_html
 from search.models import ContentItem
 from search.models import Revision as RevisionModel
@@ -66,7 +67,12 @@ def enum_value(value: Any) -> Any:
 
 
 class SearchFilterInput(graphene.InputObjectType):
-    """The engine's filters (``search.types.SearchFilters``). Lists match any value, case-insensitively."""
+    class Meta:
+        description = (
+            "The engine's filters (``search.filters.SearchFilters``, the same limits on every surface). Lists "
+            f"match any value, case-insensitively: at most {MAX_VALUES} values per list, each at most "
+            f"{MAX_VALUE_CHARS} characters; blank and repeated values are dropped."
+        )
 
     domain = graphene.List(graphene.NonNull(graphene.String), description="Primary domains.")
     subtopic = graphene.List(graphene.NonNull(graphene.String))
@@ -75,13 +81,15 @@ class SearchFilterInput(graphene.InputObjectType):
     author = graphene.List(graphene.NonNull(graphene.String))
     layer = graphene.List(graphene.NonNull(graphene.String))
     source = graphene.List(graphene.NonNull(graphene.String))
-    language = graphene.String(description="ISO code: en, fr, ar, …")
+    language = graphene.String(description=f"ISO code: en, fr, ar, … (at most {MAX_LANGUAGE_CHARS} characters).")
     include_qa = graphene.Boolean(description="Default true.")
     date_from = graphene.Date(description="Updated on or after this day.")
-    date_to = graphene.Date(description="Updated on or before this day.")
-    freshness_days = graphene.Int(description="Updated within this many days.")
+    date_to = graphene.Date(description="Updated on or before this day (not before dateFrom).")
+    freshness_days = graphene.Int(description=f"Updated within this many days (1–{MAX_FRESHNESS_DAYS}).")
     overdue_review = graphene.Boolean(description="true: only overdue for review; false: none overdue.")
-    review_due_within_days = graphene.Int(description="Next review due within this many days (1–365).")
+    review_due_within_days = graphene.Int(
+        description=f"Next review due within this many days (1–{MAX_REVIEW_DUE_DAYS})."
+    )
     include_superseded = graphene.Boolean(description="Default false: superseded items are hidden.")
     unread_only = graphene.Boolean(description="Signed-in users: only items not opened yet.")
 

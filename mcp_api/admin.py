@@ -29,7 +29,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     actions = ["revoke"]
     ordering = ["-created_at"]
 
-    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> Any:
         if obj is None:
             return ["name", "all_content", "groups", "expires_at"]
         return [

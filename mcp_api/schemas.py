@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from search.filters import MAX_LANGUAGE_CHARS, MAX_REVIEW_DUE_DAYS, MAX_VALUE_CHARS
 from search.models import ContentType
 from search.selectors_read import MAX_NEIGHBOURS
 from search.types import MAX_QUERY_CHARS, MCP_MAX_LIMIT, MISSING_WORDS, PARTIAL_MATCH
@@ -34,12 +35,15 @@ class FindArgs(ToolArgs):
             "French, Arabic). Required unless similar_to is given."
         ),
     )
+    # The filters' limits are search.filters' (advertised here, refused there in the words every surface uses).
     type: str | None = Field(
-        None, max_length=40, description=f"Only this content type. Common values: {CONTENT_TYPES}."
+        None,
+        json_schema_extra={"maxLength": MAX_VALUE_CHARS},
+        description=f"Only this content type. Common values: {CONTENT_TYPES}.",
     )
     scope: str | None = Field(
         None,
-        max_length=80,
+        json_schema_extra={"maxLength": MAX_VALUE_CHARS},
         description="Only this domain (the item's primary domain), e.g. bid_writing, pricing, compliance.",
     )
     granularity: Literal["item", "chunk"] = Field(
@@ -68,15 +72,18 @@ class FindArgs(ToolArgs):
     )
     review_due_within_days: int | None = Field(
         None,
-        ge=1,
-        le=365,
-        description="Only items whose next review is due on or before today + this many days (1-365).",
+        json_schema_extra={"minimum": 1, "maximum": MAX_REVIEW_DUE_DAYS},
+        description=(
+            f"Only items whose next review is due on or before today + this many days (1-{MAX_REVIEW_DUE_DAYS})."
+        ),
     )
     include_superseded: bool = Field(
         False, description="Also return items replaced by a newer item (left out by default)."
     )
     language: str | None = Field(
-        None, pattern=r"^[a-z]{2,3}$", description="Only items in this language (ISO code: en, fr, ar, ...)."
+        None,
+        json_schema_extra={"maxLength": MAX_LANGUAGE_CHARS},
+        description="Only items in this language (ISO code: en, fr, ar, ...).",
     )
     preset: int | Annotated[str, StringConstraints(max_length=60)] | None = Field(
         None,

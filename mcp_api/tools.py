@@ -35,6 +35,7 @@ from mcp_api.schemas import (
 )
 from presets.services import preset_filters, preset_list, preset_resolve
 from search.errors import InvalidCursor, InvalidQuery, NotFound
+from search.filters import InvalidFilter
 from search.principal import Principal
 from search.query_parser import validate_query_text
 from search.selectors import item_get
@@ -101,7 +102,12 @@ def find_filters(args: FindArgs, principal: Principal) -> SearchFilters:
     return dataclasses.replace(base, **given)
 
 
+# Engine filter name -> find's argument, where they differ (a refusal names the argument the agent sent).
+_FIND_ARG_NAMES = {"domain": "scope", "content_type": "type"}
+
+
 def find_query(args: FindArgs, principal: Principal) -> RetrievalQuery:
+    """The engine query of a ``find`` call; its filters are built and bounded by ``SearchFilters``, as everywhere."""
     text = validate_query_text(args.query or "", field="query")
     if not text and args.similar_to is None:
         raise InvalidQuery(
@@ -116,11 +122,15 @@ def find_query(args: FindArgs, principal: Principal) -> RetrievalQuery:
                 f"similar_to: no readable item with id {args.similar_to}. Use an item_id from a find result.",
                 field="similar_to",
             ) from None
+    try:
+        filters = find_filters(args, principal)
+    except InvalidFilter as exc:
+        raise exc.at(_FIND_ARG_NAMES.get(exc.field or "", exc.field or "filters")) from None
     return RetrievalQuery(
         text=text,
         principal=principal,
         corpus=corpus,
-        filters=find_filters(args, principal),
+        filters=filters,
         granularity=args.granularity,
         limit=args.limit,
         cursor=args.cursor,

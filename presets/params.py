@@ -7,7 +7,8 @@ Normalising a set of parameters means:
 * ``sort``, ``order``, ``cursor`` and ``q`` are removed (a preset is not a query or a page), and so is
   ``from_bid``, the bid a visitor came from, which stays sticky in the URL when a preset is applied;
 * every other key must be a filter and every value valid (``search.filter_params.filters_from_params`` in strict
-  mode); an unknown key or a bad value raises ``PresetParamsInvalid`` with ``field="params.<key>"``;
+  mode, within the limits of ``search.filters``, the same on every surface); an unknown key or a bad value raises
+  ``PresetParamsInvalid`` with ``field="params.<key>"`` and the engine's words;
 * the filters are written back in canonical form (``search.filter_params.params_from_filters``): values equal
   to the engine's default (``include_qa=1``, ``unread_only=0``, ...) and empty values are dropped,
   booleans are ``"1"``/``"0"``, dates ``YYYY-MM-DD``;

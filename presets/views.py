@@ -110,7 +110,7 @@ def json_api(view: View) -> View:
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if request.method not in ("GET", "HEAD", "OPTIONS"):
-            rejected = CsrfViewMiddleware(lambda r: HttpResponse()).process_view(request, None, (), {})
+            rejected = CsrfViewMiddleware(lambda r: HttpResponse()).process_view(request, None, (), {})  # type: ignore[arg-type]
             if rejected is not None:
                 return _error(
                     403,

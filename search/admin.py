@@ -51,7 +51,7 @@ class ContentItemForm(forms.ModelForm):
 class RevisionInline(admin.TabularInline):
     model = Revision
     fields = ["number", "title", "created_at", "author", "is_live", "is_latest"]
-    readonly_fields = fields
+    readonly_fields = ("number", "title", "created_at", "author", "is_live", "is_latest")
     extra = 0
     can_delete = False
     show_change_link = True
@@ -127,7 +127,7 @@ class ContentItemAdmin(admin.ModelAdmin):
 
     @admin.display(description="index")
     def index_status(self, obj: ContentItem) -> str:
-        if obj.index_dirty or getattr(obj, "n_unindexed", 0):
+        if obj.index_dirty or getattr(obj, "n_unindexed", None):
             return format_html('<span title="waiting for the build">⏳ pending</span>')
         return f"✓ {getattr(obj, 'n_chunks', 0)} chunks"
 

@@ -1,7 +1,9 @@
 """URL parameters ⇄ the engine's ``SearchFilters``, in one place.
 
 Every surface that speaks in URL parameters (the browse page, ``/search``, ``POST /api/search``'s
-``filters`` object, presets) parses them here, so a parameter means the same thing everywhere.
+``filters`` object, presets) parses them here, so a parameter means the same thing everywhere. This module
+only reads URL text (lists, booleans, numbers, dates); the limits, the normalisation and the words of a
+refusal belong to ``search.filters.SearchFilters``, which GraphQL and MCP build too.
 
 Parameters (all optional; repeat a list parameter or separate values with commas):
 
@@ -13,7 +15,7 @@ Parameters (all optional; repeat a list parameter or separate values with commas
 ``language``               ISO code (``en``, ``fr``, ``ar``)
 ``include_qa``             boolean, default true; ``0`` hides Q&A items
 ``date_from``, ``date_to`` ``YYYY-MM-DD``, on the item's last update
-``freshness``              updated within this many days (1–3650)
+``freshness``              updated within this many days (1–3650; ``freshness_days`` in the engine)
 ``overdue_review``         boolean: only items whose review is overdue (``0``: only those that are not)
 ``review_due_within_days`` next review due within this many days (1–365)
 ``unread_only``            boolean: hide items the signed-in user has opened
@@ -30,12 +32,12 @@ from collections.abc import Mapping
 from datetime import date
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from search.errors import InvalidQuery
-from search.types import SearchFilters
+from search.filters import LIST_FILTERS, InvalidFilter, SearchFilters
 
-LIST_PARAMS = ("domain", "subtopic", "content_type", "platform", "author", "layer", "source")
+LIST_PARAMS = LIST_FILTERS
 SCALAR_PARAMS = (
     "language", "include_qa", "date_from", "date_to", "freshness", "overdue_review",
     "review_due_within_days", "unread_only", "include_superseded",
@@ -43,12 +45,15 @@ SCALAR_PARAMS = (
 FILTER_PARAMS: tuple[str, ...] = LIST_PARAMS + SCALAR_PARAMS
 # Parameters that are part of a browse URL's state but are not filters.
 STATE_PARAMS = ("q", "sort", "cursor", "from_bid")
-MAX_VALUES = 20
-MAX_VALUE_CHARS = 120
+# Engine filter name -> URL parameter, where they differ (a refusal names the parameter the URL used).
+_PARAM_NAMES = {"freshness_days": "freshness"}
 
 
 class FilterParams(BaseModel):
-    """The filter parameters, validated. ``extra="forbid"``: an unknown key is an error naming it."""
+    """The filter parameters, typed. ``extra="forbid"``: an unknown key is an error naming it.
+
+    Types only: ``to_filters`` builds ``SearchFilters``, which holds the limits and refuses a bad value.
+    """
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
@@ -59,53 +64,34 @@ class FilterParams(BaseModel):
     author: list[str] = Field(default_factory=list)
     layer: list[str] = Field(default_factory=list)
     source: list[str] = Field(default_factory=list)
-    language: str | None = Field(default=None, max_length=8)
+    language: str | None = None
     include_qa: bool = True
     date_from: date | None = None
     date_to: date | None = None
-    freshness: int | None = Field(default=None, ge=1, le=3650, description="updated within N days")
+    freshness: int | None = Field(default=None, description="updated within N days")
     overdue_review: bool | None = None
-    review_due_within_days: int | None = Field(default=None, ge=1, le=365)
+    review_due_within_days: int | None = None
     unread_only: bool = False
     include_superseded: bool = False
 
     @field_validator(*LIST_PARAMS, mode="before")
     @classmethod
     def _split_list(cls, value: Any) -> list[str]:
+        """Repeated values and comma-separated ones, as one list (``SearchFilters`` strips and bounds them)."""
         if value is None:
             return []
         if not isinstance(value, str | list | tuple):
             raise ValueError("must be a string or a list of strings")
         raw = [value] if isinstance(value, str) else list(value)
-        values: list[str] = []
-        for entry in raw:
-            if not isinstance(entry, str):
-                raise ValueError("each value must be a string")
-            for part in entry.split(","):
-                part = part.strip()
-                if not part:
-                    continue
-                if len(part) > MAX_VALUE_CHARS:
-                    raise ValueError(f"values are at most {MAX_VALUE_CHARS} characters")
-                if part not in values:
-                    values.append(part)
-        if len(values) > MAX_VALUES:
-            raise ValueError(f"at most {MAX_VALUES} values")
-        return values
-
-    @field_validator("date_to")
-    @classmethod
-    def _date_order(cls, value: date | None, info: ValidationInfo) -> date | None:
-        start = info.data.get("date_from")
-        if value and start and start > value:
-            raise ValueError("must be on or after date_from")
-        return value
+        if not all(isinstance(entry, str) for entry in raw):
+            raise ValueError("each value must be a string")
+        return [part for entry in raw for part in entry.split(",")]
 
     def to_filters(self) -> SearchFilters:
         return SearchFilters(
             domain=tuple(self.domain), subtopic=tuple(self.subtopic), content_type=tuple(self.content_type),
             platform=tuple(self.platform), author=tuple(self.author), layer=tuple(self.layer),
-            source=tuple(self.source), language=self.language or None, include_qa=self.include_qa,
+            source=tuple(self.source), language=self.language, include_qa=self.include_qa,
             date_from=self.date_from, date_to=self.date_to, freshness_days=self.freshness,
             overdue_review=self.overdue_review, review_due_within_days=self.review_due_within_days,
             unread_only=self.unread_only, include_superseded=self.include_superseded,
@@ -145,12 +131,17 @@ def filters_from_params(params: Mapping[str, Any], *, strict: bool = False) -> S
 
     Keys that are not filters (``q``, ``sort``…) are ignored unless ``strict`` (then they are an
     error naming the key, as for ``POST /api/search``'s ``filters`` object). A bad value raises
-    ``InvalidQuery`` whose ``field`` is the parameter's name.
+    ``InvalidQuery`` whose ``field`` is the parameter's name: ``freshness`` where the engine says
+    ``freshness_days``, in the engine's words otherwise.
     """
     try:
-        return FilterParams(**_raw_values(params, known_only=not strict)).to_filters()
+        parsed = FilterParams(**_raw_values(params, known_only=not strict))
     except ValidationError as exc:
         raise _first_error(exc) from None
+    try:
+        return parsed.to_filters()
+    except InvalidFilter as exc:
+        raise exc.at(_PARAM_NAMES.get(exc.field or "", exc.field or "filters")) from None
 
 
 def params_from_filters(filters: SearchFilters) -> dict[str, list[str]]:

@@ -35,7 +35,7 @@ class ContentItemQuerySet(models.QuerySet):
             return self.filter(visibility=Visibility.PUBLIC)
         through = self.model.groups.through
         in_group = Exists(through.objects.filter(contentitem_id=OuterRef("pk"), group_id__in=principal.group_ids))
-        readable = Q(visibility__in=[Visibility.PUBLIC, Visibility.SIGNED_IN])
+        readable: Any = Q(visibility__in=[Visibility.PUBLIC, Visibility.SIGNED_IN])
         if principal.group_ids:
             readable |= Q(visibility=Visibility.GROUPS) & in_group
         return self.filter(readable)

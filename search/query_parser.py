@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from search import analysis
+from search import analysis, filters
 from search.errors import InvalidQuery
 from search.types import MAX_QUERY_CHARS
 
@@ -60,12 +60,7 @@ def validate_query_text(raw: str, *, field: str = "query", max_chars: int = MAX_
 
 def check_filter_text(value: str, *, field: str = "filters") -> str:
     """``value`` unchanged, or ``InvalidQuery`` when PostgreSQL cannot take it (a NUL, a lone surrogate)."""
-    if "\x00" in value or any("\ud800" <= ch <= "\udfff" for ch in value):
-        raise InvalidQuery(
-            f"{field} holds a NUL byte or an unpaired surrogate character; remove it and send plain text.",
-            field=field,
-        )
-    return value
+    return filters.check_text(value, name=field)
 
 
 def parse(raw: str) -> ParsedQuery:

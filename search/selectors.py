@@ -12,6 +12,7 @@ import logging
 import re
 import time
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import pairwise
@@ -379,7 +380,7 @@ def _content_from_postings(
     term: str,
     pattern: str,
     chunk_col: str,
-    items: tuple[str, list[Any]],
+    items: tuple[str, Sequence[Any]],
     exclude: list[int],
     wanted: int,
     budget_ms: int | None,

@@ -50,7 +50,7 @@ def index_build_task() -> str:
         index_build_task.apply_async(countdown=INDEX_DEBOUNCE_S)
         return "debounced"
     try:
-        lock = cache.lock("lock:index_build", timeout=3600, blocking_timeout=0)
+        lock = cache.lock("lock:index_build", timeout=3600, blocking_timeout=0)  # type: ignore[attr-defined]  # Redis cache
         acquired = lock.acquire()
     except Exception:  # noqa: BLE001 - without Redis, build without the lock
         lock, acquired = None, True

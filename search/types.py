@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import datetime
 from typing import Literal
 
 from search.errors import InvalidQuery
+from search.filters import SearchFilters as SearchFilters  # declared with its limits there; re-exported
 from search.principal import ANONYMOUS, Principal
 
 Corpus = Literal["live", "latest"]
 Granularity = Literal["item", "chunk"]
 Mode = Literal["hybrid", "lexical", "vector"]
 Lane = Literal["lexical", "vector"]
+LANES: tuple[Lane, ...] = ("lexical", "vector")
 
 # Shared limits: every surface validates against these same numbers.
 MAX_QUERY_CHARS = 2000
@@ -23,40 +25,6 @@ PREVIEW_MAX_LIMIT = 20
 DEFAULT_LIMIT = 20
 SITE_THRESHOLD = 0.35
 CLI_THRESHOLD = 0.25
-
-
-MAX_REVIEW_DUE_DAYS = 365
-MAX_FRESHNESS_DAYS = 3650
-
-
-@dataclass(frozen=True)
-class SearchFilters:
-    domain: tuple[str, ...] = ()
-    subtopic: tuple[str, ...] = ()
-    content_type: tuple[str, ...] = ()
-    platform: tuple[str, ...] = ()
-    author: tuple[str, ...] = ()
-    layer: tuple[str, ...] = ()
-    source: tuple[str, ...] = ()
-    language: str | None = None
-    include_qa: bool = True
-    date_from: date | None = None
-    date_to: date | None = None
-    freshness_days: int | None = None
-    overdue_review: bool | None = None
-    review_due_within_days: int | None = None
-    content_item_id: int | None = None
-    include_superseded: bool = False
-    unread_only: bool = False
-
-    def __post_init__(self) -> None:
-        """Day counts every surface sends are refused here, once, in the same words (a count past the
-        calendar's range would otherwise fail deep in a date computation)."""
-        for name, low, high in (("review_due_within_days", 1, MAX_REVIEW_DUE_DAYS),
-                                ("freshness_days", 1, MAX_FRESHNESS_DAYS)):
-            value = getattr(self, name)
-            if value is not None and not low <= value <= high:
-                raise InvalidQuery(f"{name} must be between {low} and {high} (got {value}).", field=name)
 
 
 @dataclass(frozen=True)
@@ -75,6 +43,19 @@ class RetrievalQuery:
     # Who asked, for the query log and per-surface metrics (never used for ranking or access).
     surface: str = "internal"
     tool: str | None = None
+
+    def __post_init__(self) -> None:
+        """A query the engine cannot run is refused when built, so every surface refuses it the same way."""
+        if not 1 <= self.limit <= MAX_LIMIT:
+            raise InvalidQuery(f"limit must be between 1 and {MAX_LIMIT} (got {self.limit}).", field="limit")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise InvalidQuery(f"threshold must be between 0 and 1 (got {self.threshold}).", field="threshold")
+        if self.granularity not in ("item", "chunk"):
+            raise InvalidQuery("granularity must be 'item' or 'chunk'.", field="granularity")
+        if self.mode not in ("hybrid", "lexical", "vector"):
+            raise InvalidQuery("mode must be 'hybrid', 'lexical' or 'vector'.", field="mode")
+        if self.corpus not in ("live", "latest"):
+            raise InvalidQuery("corpus must be 'live' or 'latest'.", field="corpus")
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,10 @@ Surfaces compared (each through its real entry point):
 * GraphQL ``search`` (``POST /graphql``),
 * ``POST /api/search`` (browse JSON API),
 * MCP ``find`` over streamable HTTP (a uvicorn process on the test database),
-* ``manage.py kb_search --json``.
+* ``manage.py kb_search --json``,
+
+and, for a bad filter or an overlong query, the HTML pages ``/browse`` and ``/search`` too: every surface
+refuses it in the same words.
 
 ``kb_search`` always runs as an operator (staff, all content), so it is compared with a staff session on
 the web surfaces (live corpus) and with staff GraphQL and an all-content API key on MCP (latest corpus).
@@ -15,9 +18,11 @@ Anonymous web surfaces are compared with anonymous MCP. Grow this file as surfac
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from io import StringIO
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -28,7 +33,7 @@ from search.services import content
 from search.services.api_keys import api_key_create
 from search.types import SITE_THRESHOLD
 from tests.factories import build, make_item
-from tests.mcp_api.client import asgi_server, mcp_call, mcp_find_ids
+from tests.mcp_api.client import asgi_server, mcp_call, mcp_calls, mcp_find_ids
 
 LIMIT = 10
 QUERIES = (
@@ -382,3 +387,91 @@ def test_missing_words_and_partial_match_agree_on_every_surface(
                 assert f"missing: {', '.join(missing)}" in text
     # and the queries cover both answers
     assert partials == {True, False}
+
+
+# --- Filters declared once: the same bad filter is refused in the same words on every surface -------------
+
+BAD_FILTER_QUERY = """query($f: SearchFilterInput) {
+  search(input: {query: "tender pricing", filter: $f}) { totalCount } }"""
+_MANY = [f"d{i}" for i in range(21)]
+_LONG = "x" * 121
+# (URL/JSON parameters, GraphQL filter, MCP find arguments where MCP has the filter, the words every surface
+# says after naming the filter: each surface names it its own way, e.g. filters.freshness, filter.freshnessDays)
+BAD_FILTERS: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None, str]] = [
+    ({"domain": _MANY}, {"domain": _MANY}, None, "has 21 values; send at most 20."),
+    ({"domain": [_LONG]}, {"domain": [_LONG]}, {"scope": _LONG},
+     "has a value 121 characters long; shorten it to 120 or fewer."),
+    ({"content_type": ["guide", _LONG]}, {"contentType": ["guide", _LONG]}, {"type": _LONG},
+     "has a value 121 characters long; shorten it to 120 or fewer."),
+    ({"date_from": "2025-02-01", "date_to": "2025-01-01"}, {"dateFrom": "2025-02-01", "dateTo": "2025-01-01"},
+     None, "(2025-01-01) is before the start date (2025-02-01); send an end date on or after it."),
+    ({"freshness": "0"}, {"freshnessDays": 0}, None, "must be between 1 and 3650 (got 0)."),
+    ({"freshness": "4000"}, {"freshnessDays": 4000}, None, "must be between 1 and 3650 (got 4000)."),
+    ({"review_due_within_days": "400"}, {"reviewDueWithinDays": 400}, {"review_due_within_days": 400},
+     "must be between 1 and 365 (got 400)."),
+    ({"language": "english-uk"}, {"language": "english-uk"}, {"language": "english-uk"},
+     "is 10 characters long; send a language code of at most 8 (en, fr, ar)."),
+]
+
+
+def _named(names: dict[str, Any]) -> str:
+    """The filter a case is about: its last key (``date_to`` after ``date_from``)."""
+    return list(names)[-1]
+
+
+def _html_notice(client: Client, path: str, params: dict[str, Any]) -> tuple[int, str]:
+    """The page's status and the text of its error notice (tags removed, whitespace collapsed)."""
+    response = client.get(f"{path}?{urlencode({'q': 'tender pricing', **params}, doseq=True)}")
+    notice = re.search(r'<div class="notice notice--error" role="alert"[^>]*>(.*?)</div>', response.content.decode(),
+                       re.S)
+    return response.status_code, " ".join(re.sub(r"<[^>]+>", " ", notice.group(1)).split()) if notice else ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_bad_filter_gets_the_same_words_on_every_surface(mcp_url: str) -> None:
+    client = Client()
+    mcp_cases = [(params, mcp, words) for params, _, mcp, words in BAD_FILTERS if mcp is not None]
+    # when every surface is sent the same bad filters (MCP where its vocabulary has the filter)
+    found = mcp_calls(mcp_url, [("find", {"query": "tender pricing", **mcp}) for _, mcp, _ in mcp_cases])
+    for params, graphql, _, words in BAD_FILTERS:
+        url_name, graphql_name = _named(params), _named(graphql)
+        gql = client.post(
+            "/graphql", data=json.dumps({"query": BAD_FILTER_QUERY, "variables": {"f": graphql}}),
+            content_type="application/json",
+        ).json()["errors"][0]
+        rest = client.post(
+            "/api/search", data=json.dumps({"query": "tender pricing", "filters": params}),
+            content_type="application/json",
+        )
+        browse = _html_notice(client, "/browse", params)
+        search = _html_notice(client, "/search", params)
+        # then each names the filter its own way and says the same words after the name
+        assert gql["message"] == f"filter.{graphql_name} {words}", gql
+        assert gql["extensions"] == {"code": "INVALID_QUERY", "field": f"filter.{graphql_name}"}
+        assert rest.status_code == 400
+        assert rest.json()["error"]["message"] == f"filters.{url_name} {words}"
+        assert rest.json()["error"]["field"] == f"filters.{url_name}"
+        for status, notice in (browse, search):
+            assert status == 400
+            assert notice == f"That filter could not be applied. {url_name} {words} Clear the filters", notice
+    for (_, mcp, words), result in zip(mcp_cases, found, strict=True):
+        assert result.isError
+        assert result.content[0].text == f"find: {_named(mcp)} {words}"  # type: ignore[union-attr]
+
+
+@pytest.mark.django_db
+def test_an_overlong_query_is_refused_on_the_html_pages_not_cut() -> None:
+    client = Client()
+    for path in ("/search", "/browse"):
+        # when the query is one character over the limit every surface shares
+        refused = client.get(path, {"q": "a" * 2001})
+        fine = client.get(path, {"q": "a" * 2000})
+        # then the page answers 400 with a notice that says how to fix it (the text stays in the box to edit)
+        html = refused.content.decode()
+        assert refused.status_code == 400, path
+        assert "That search could not be run." in html
+        assert "q is 2001 characters long; shorten it to 2000 or fewer." in html
+        assert 'value="' + "a" * 2001 + '"' in html
+        # and the limit itself is fine
+        assert fine.status_code == 200, path
+        assert "That search could not be run." not in fine.content.decode()

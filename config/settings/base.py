@@ -7,6 +7,7 @@ embedded servers at a temporary folder.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from config import env
 
@@ -74,7 +75,7 @@ TEMPLATES = [
 STATEMENT_TIMEOUT_MS = env.env_int("STATEMENT_TIMEOUT_MS", 15000, minimum=100, maximum=3_600_000)
 _database_url = env.env_str("DATABASE_URL")
 if _database_url:
-    _default_db = env.parse_database_url(_database_url)
+    _default_db: dict[str, Any] = env.parse_database_url(_database_url)
 else:
     _default_db = {"ENGINE": "config.embedded_db", "NAME": "kb", "USER": "postgres", "HOST": "", "PORT": ""}
 _default_db.setdefault("OPTIONS", {})
@@ -193,7 +194,7 @@ HASH_EMBEDDING_DIMENSIONS = env.env_int("HASH_EMBEDDING_DIMENSIONS", 384, minimu
 EMBEDDING_BUDGET_S = env.env_float("EMBEDDING_BUDGET_S", 1.5, minimum=0.05, maximum=30)
 
 # --- Search engine knobs (see docs/benchmarks.md for how they were chosen) ---
-SEARCH = {
+SEARCH: dict[str, Any] = {
     "BM25_K1": env.env_float("SEARCH_BM25_K1", 1.2, minimum=0.0, maximum=3.0),
     "BM25_B": env.env_float("SEARCH_BM25_B", 0.75, minimum=0.0, maximum=1.0),
     "TITLE_WEIGHT": env.env_float("SEARCH_TITLE_WEIGHT", 2.0, minimum=0.0, maximum=10.0),

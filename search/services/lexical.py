@@ -194,7 +194,7 @@ def _candidates(
         SELECT (SELECT coalesce(bool_or(cut), false) FROM lists) OR (SELECT count(*) FROM ranked) > %s,
                ARRAY(SELECT chunk_id FROM ranked ORDER BY n DESC, total DESC, chunk_id LIMIT %s)
     """
-    params = [
+    params: list[Any] = [
         fields, terms, term_index, weights,
         [p[0] for p in prefixes], [p[1] for p in prefixes], [p[2] for p in prefixes], [p[3] for p in prefixes],
         limit, limit, limit, limit, limit,

@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import wait
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -23,11 +23,11 @@ from django.db import connection
 from django.utils import timezone
 
 from search import query_parser
-from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable, InvalidCursor, InvalidQuery
+from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable, InvalidCursor
 from search.models import ContentItem
 from search.services import fusion, hit_rows, lane_weights, lanes, lexical, passages, rerank, vector
 from search.signals import search_performed
-from search.types import MAX_LIMIT, Hit, RetrievalQuery, RetrievalResult, Span
+from search.types import LANES, Hit, RetrievalQuery, RetrievalResult, Span
 
 logger = logging.getLogger(__name__)
 H = TypeVar("H", lexical.LexicalHit, vector.VectorHit)
@@ -44,19 +44,6 @@ class _Candidate:
     score: float = 0.0
     complete: bool | None = None
     similarity: float | None = None
-
-
-def _validate(query: RetrievalQuery) -> None:
-    if not 1 <= query.limit <= MAX_LIMIT:
-        raise InvalidQuery(f"limit must be between 1 and {MAX_LIMIT} (got {query.limit}).", field="limit")
-    if not 0.0 <= query.threshold <= 1.0:
-        raise InvalidQuery(f"threshold must be between 0 and 1 (got {query.threshold}).", field="threshold")
-    if query.granularity not in ("item", "chunk"):
-        raise InvalidQuery("granularity must be 'item' or 'chunk'.", field="granularity")
-    if query.mode not in ("hybrid", "lexical", "vector"):
-        raise InvalidQuery("mode must be 'hybrid', 'lexical' or 'vector'.", field="mode")
-    if query.corpus not in ("live", "latest"):
-        raise InvalidQuery("corpus must be 'live' or 'latest'.", field="corpus")
 
 
 def _fingerprint(query: RetrievalQuery, corpus: str) -> str:
@@ -138,7 +125,7 @@ def _vector_lane(
 
 
 def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
-    _validate(query)
+    # ``query`` checked itself when built (limit, threshold, granularity, mode, corpus and every filter).
     started = time.perf_counter()
     parsed = query_parser.parse(query.text)
     if not parsed.searchable and query.similar_to is None:
@@ -204,7 +191,7 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
         firsts = _first_per_key(lex_hits, by_item=query.granularity == "item")
         keys = [(h.item_id, h.chunk_id) for h in firsts]
         likely = keys[offset : offset + query.limit]
-        steps = [
+        steps: list[Callable[[], object]] = [
             lambda: reads.read_items({item_id for item_id, _ in keys[: offset + 2 * query.limit]}),
             lambda: reads.read_chunks({chunk_id for _, chunk_id in likely}),
             *(lambda key=key: reads.prepare(*key) for key in likely),
@@ -453,7 +440,7 @@ def _hits(page: list[_Candidate], reads: _PageReads, coverage: _Coverage) -> lis
                 updated_at=item.updated_at,
                 review_status=item.review_status,
                 score=round(cand.score, 6),
-                lanes=tuple(lane for lane in ("lexical", "vector") if lane in cand.lanes),
+                lanes=tuple(lane for lane in LANES if lane in cand.lanes),
                 lane_ranks=dict(cand.lanes),
                 chunk_id=cand.chunk_id if chunk is not None else None,
                 toc_path=toc_path,

@@ -70,6 +70,28 @@ def test_a_bad_filter_value_is_explained(client: Client, corpus: None) -> None:
     assert "date_from" in response.content.decode()
 
 
+def test_a_filter_past_the_schemas_limits_is_a_notice_not_a_search(client: Client, corpus: None) -> None:
+    # when
+    response = client.get("/browse?q=pricing&freshness=4000", HTTP_X_KB_PARTIAL="results")
+    # then
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert "That filter could not be applied.</strong> freshness must be between 1 and 3650 (got 4000)." in html
+    assert "Pricing policy 2025" not in html
+
+
+def test_an_overlong_query_is_a_notice_in_the_results_fragment_not_cut(client: Client, corpus: None) -> None:
+    # given: a query one character past the limit every surface shares, whose first 2000 would find an item
+    q = "pricing " + "a" * 1993
+    # when
+    response = client.get("/browse", {"q": q}, HTTP_X_KB_PARTIAL="results")
+    # then
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert "That search could not be run.</strong> q is 2001 characters long; shorten it to 2000 or fewer." in html
+    assert "Pricing policy 2025" not in html
+
+
 def test_clear_links_keep_what_they_promise(client: Client, corpus: None) -> None:
     # when
     html = client.get("/browse?q=pricing&domain=pricing&from_bid=BID-7").content.decode()

@@ -157,6 +157,43 @@ def test_invalid_search_input_is_a_typed_error(client: Client, input_: str, fiel
     assert body["data"] is None
 
 
+FILTERED_SEARCH = "query($f: SearchFilterInput) { search(input: {query: \"river\", filter: $f}) { totalCount } }"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("filter_", "field", "message"),
+    [
+        ({"domain": [f"d{i}" for i in range(21)]}, "filter.domain", "filter.domain has 21 values; send at most 20."),
+        ({"contentType": ["x" * 121]}, "filter.contentType",
+         "filter.contentType has a value 121 characters long; shorten it to 120 or fewer."),
+        ({"freshnessDays": 0}, "filter.freshnessDays", "filter.freshnessDays must be between 1 and 3650 (got 0)."),
+        ({"dateFrom": "2025-02-01", "dateTo": "2025-01-01"}, "filter.dateTo",
+         "filter.dateTo (2025-01-01) is before the start date (2025-02-01); send an end date on or after it."),
+    ],
+)
+def test_filters_have_the_engines_limits_under_their_graphql_names(
+    client: Client, filter_: dict[str, Any], field: str, message: str
+) -> None:
+    # when a filter is past the one schema's limits (search/filters.py: 20 values, not GraphQL's old 50)
+    _, body = gql(client, FILTERED_SEARCH, {"f": filter_})
+    # then the engine's words, under the input's camelCase path
+    assert body["errors"][0]["message"] == message
+    assert body["errors"][0]["extensions"] == {"code": "INVALID_QUERY", "field": field}
+
+
+@pytest.mark.django_db
+def test_filter_values_are_stripped_and_repeats_do_not_count(client: Client, river_corpus: list[Any]) -> None:
+    # given 40 spellings of one domain, blanks included
+    values = [" Safety ", "Safety", ""] * 20
+    # when
+    _, body = gql(client, FILTERED_SEARCH, {"f": {"domain": values}})
+    _, plain = gql(client, FILTERED_SEARCH, {"f": {"domain": ["Safety"]}})
+    # then they are one filter value
+    assert "errors" not in body, body
+    assert body["data"]["search"]["totalCount"] == plain["data"]["search"]["totalCount"] > 0
+
+
 @pytest.mark.django_db
 def test_overlong_query_is_refused_with_a_fix(client: Client) -> None:
     status, body = gql(

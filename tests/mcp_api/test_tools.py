@@ -80,16 +80,46 @@ def test_unexpected_failure_is_one_helpful_line_with_nothing_internal(
 
 def test_validation_error_names_each_field_and_unknown_tool_is_an_error() -> None:
     # when
-    bad = call("find", {"query": "x", "limit": 31, "review_due_within_days": 400, "sort": "new"})
+    bad = call("find", {"query": "x", "limit": 31, "colour": "red", "sort": "new"})
     unknown = call("delete_everything", {})
     missing = call("read", {})
     # then
     assert bad.isError
-    assert all(
-        field in text_of(bad) for field in ("limit", "review_due_within_days", "sort: unknown argument")
-    )
+    assert all(field in text_of(bad) for field in ("limit:", "colour: unknown argument", "sort: unknown argument"))
     assert unknown.isError and "Available tools: find, read, quality, list_presets" in text_of(unknown)
     assert missing.isError and "item_id or match_id" in text_of(missing)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"scope": "x" * 121}, "find: scope has a value 121 characters long; shorten it to 120 or fewer."),
+        ({"type": "x" * 121}, "find: type has a value 121 characters long; shorten it to 120 or fewer."),
+        ({"review_due_within_days": 400}, "find: review_due_within_days must be between 1 and 365 (got 400)."),
+        ({"language": "english-uk"},
+         "find: language is 10 characters long; send a language code of at most 8 (en, fr, ar)."),
+        ({"scope": "a\x00b"},
+         "find: scope holds a NUL byte or an unpaired surrogate character; remove it and send plain text."),
+    ],
+)
+def test_filter_limits_are_the_engines_in_its_words_under_finds_names(
+    arguments: dict[str, Any], message: str
+) -> None:
+    # when a filter argument is past the one schema's limits (search/filters.py)
+    result = call("find", {"query": "pricing", **arguments})
+    # then find refuses it as every surface does, naming the argument the agent sent
+    assert result.isError
+    assert text_of(result) == message
+
+
+def test_the_input_schema_advertises_the_engines_filter_limits() -> None:
+    # when
+    schema = FindArgs.model_json_schema()["properties"]
+    # then the limits come from search/filters.py
+    assert schema["scope"]["maxLength"] == schema["type"]["maxLength"] == 120
+    assert schema["language"]["maxLength"] == 8
+    assert (schema["review_due_within_days"]["minimum"], schema["review_due_within_days"]["maximum"]) == (1, 365)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -82,6 +82,30 @@ def test_too_many_values_are_refused() -> None:
     assert err.value.field == "domain"
 
 
+def test_repeats_blanks_and_spaces_from_commas_and_repeated_keys_are_normalised_by_the_schema() -> None:
+    # when 20 distinct values arrive as 41 pieces (commas, a repeated key, blanks, spaces, repeats)
+    pieces = ",".join(f" d{i} " for i in range(20))
+    filters = filters_from_params(QueryDict(f"domain={pieces},,&domain={pieces}&domain="))
+    # then they are the schema's 20 values, in order
+    assert filters.domain == tuple(f"d{i}" for i in range(20))
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("freshness=4000", "freshness must be between 1 and 3650 (got 4000)."),
+        ("domain=" + "x" * 121, "domain has a value 121 characters long; shorten it to 120 or fewer."),
+        ("language=english-uk", "language is 10 characters long; send a language code of at most 8 (en, fr, ar)."),
+        ("source=a%00b", "source holds a NUL byte or an unpaired surrogate character; remove it and send plain text."),
+    ],
+)
+def test_a_refusal_is_the_schemas_words_under_the_url_parameters_name(query: str, message: str) -> None:
+    with pytest.raises(InvalidQuery) as err:
+        filters_from_params(QueryDict(query))
+    assert err.value.message == message
+    assert err.value.field == message.split()[0]
+
+
 def test_params_round_trip_and_defaults_are_left_out() -> None:
     # given
     filters = SearchFilters(domain=("pricing",), include_qa=False, date_from=date(2025, 1, 2), freshness_days=90,

@@ -77,7 +77,8 @@ class Command(BaseCommand):
             while not stopping:
                 for child in children:
                     if child.poll() is not None:
-                        self.stderr.write(f"{child.args[2:4]} exited with {child.returncode}; stopping.")
+                        name = " ".join(str(arg) for arg in list(child.args)[2:4])  # type: ignore[arg-type]
+                        self.stderr.write(f"{name} exited with {child.returncode}; stopping.")
                         stopping = True
                 time.sleep(0.3)
         finally:
