@@ -6,18 +6,19 @@ import json
 import logging
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from django_ratelimit.core import get_usage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from adapters.http import csrf_failure_response, error_response, rate_limited_response
+from adapters.limits import caller_key
 from analytics import metrics, services
 from search.errors import SearchError
 from search.principal import principal_for_user
 from search.query_parser import validate_query_text
-from search.services.limits import client_key
+from search.services.limits import LimitResult
 
 logger = logging.getLogger(__name__)
 
@@ -56,27 +57,15 @@ class ClickRequest(BaseModel):
     item_id: int = Field(ge=1, description="the id of the opened result (data-item-id of the card)")
 
 
-def _error(status: int, code: str, message: str) -> JsonResponse:
-    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
-
-
-def _csrf_failed(request: HttpRequest) -> bool:
-    """Signed-in callers must send the CSRF header; signed-out callers have nothing to forge."""
-    if not request.user.is_authenticated:
-        return False
-
-    def _view(_request: HttpRequest) -> HttpResponse:
-        return HttpResponse()
-
-    return CsrfViewMiddleware(_view).process_view(request, _view, (), {}) is not None
-
-
-def _limited(key: str) -> bool:
+def _click_limit(key: str) -> LimitResult:
+    """The caller's click budget (its own counter: ``CLICK_RATE`` is not one of the engine's groups)."""
     try:
         usage = get_usage(None, group="kb:click", key=lambda _g, _r: key, rate=CLICK_RATE, increment=True)
     except Exception:  # noqa: BLE001 - a dead cache must not break clicks
-        return False
-    return bool(usage and usage["should_limit"])
+        return LimitResult(False)
+    if usage and usage["should_limit"]:
+        return LimitResult(True, retry_after=max(1, int(usage.get("time_left") or 60)))
+    return LimitResult(False)
 
 
 @csrf_exempt
@@ -87,19 +76,20 @@ def click_view(request: HttpRequest) -> HttpResponse:
     Credits the newest browse search of this caller and query that showed the item. Answers
     ``{"recorded": true|false}``; never an error for an unmatched click.
     """
-    if _csrf_failed(request):
-        return _error(403, "csrf_failed", "Signed-in requests must send the X-CSRFToken header.")
+    failure = csrf_failure_response(request, signed_in_only=True)
+    if failure is not None:
+        return failure
     if request.content_type != "application/json":
-        return _error(415, "unsupported_media_type", "Send JSON with Content-Type: application/json.")
-    user_id = request.user.pk if request.user.is_authenticated else None
+        return error_response(415, "unsupported_media_type", "Send JSON with Content-Type: application/json.")
+    limit = _click_limit(caller_key(request))
+    if limit.limited:
+        return rate_limited_response(limit.retry_after, "clicks recorded")
     remote_addr = request.META.get("REMOTE_ADDR") or ""
-    if _limited(client_key(user_id=user_id, remote_addr=remote_addr)):
-        return _error(429, "rate_limited", "Too many clicks recorded; try again in a minute.")
     try:
         body = ClickRequest.model_validate(json.loads(request.body or b"null"))
         text = validate_query_text(body.query, field="query")
     except (ValueError, RecursionError, ValidationError, SearchError):  # RecursionError: nesting too deep
-        return _error(400, "invalid", 'Send {"query": "<the search text>", "item_id": <a result id>}.')
+        return error_response(400, "invalid", 'Send {"query": "<the search text>", "item_id": <a result id>}.')
     log_id = services.querylog_mark_click(
         principal=principal_for_user(request.user),
         query_text=text,

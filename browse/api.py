@@ -11,21 +11,26 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
+from adapters.http import (
+    csrf_failure_response,
+    error_response,
+    rate_limited_response,
+    search_error_response,
+    status_for,
+)
+from adapters.limits import spend
 from browse.presenters import hit_json, preview_json
 from browse.schemas import PreviewRequest, SearchRequest, parse_model
-from browse.views import spend
 from presets import selectors as preset_selectors
 from presets import services as preset_services
 from search import selectors
-from search.errors import NotFound, SearchError
+from search.errors import SearchError
 from search.filter_params import filters_from_params
 from search.principal import principal_for_user
 from search.services import retrieve
@@ -34,62 +39,21 @@ from search.types import RetrievalQuery
 logger = logging.getLogger(__name__)
 
 
-def error_response(status: int, code: str, message: str, *, field: str | None = None,
-                   retry_after: int | None = None) -> JsonResponse:
-    body: dict[str, Any] = {"code": code, "message": message}
-    if field:
-        body["field"] = field
-    if retry_after:
-        body["retry_after"] = retry_after
-    response = JsonResponse({"error": body}, status=status)
-    if retry_after:
-        response["Retry-After"] = str(retry_after)
-    return response
-
-
-def _search_error(exc: SearchError) -> JsonResponse:
-    status = 404 if isinstance(exc, NotFound) else 400
-    return error_response(status, exc.code, exc.message, field=exc.field)
-
-
-def _rate_limited(retry_after: int, what: str) -> JsonResponse:
-    return error_response(
-        429, "rate_limited", f"Too many {what}; try again in {retry_after} s.", retry_after=retry_after
-    )
-
-
-def _csrf_failure(request: HttpRequest) -> HttpResponse | None:
-    """Enforce CSRF only for callers carrying a session (see the module docstring)."""
-    if not request.user.is_authenticated:
-        return None
-
-    def _view(_request: HttpRequest) -> HttpResponse:  # a non-exempt callback for the middleware
-        return HttpResponse()
-
-    if CsrfViewMiddleware(_view).process_view(request, _view, (), {}) is None:
-        return None
-    return error_response(
-        403, "csrf_failed",
-        "Signed-in requests must send the CSRF token in the X-CSRFToken header (the csrftoken cookie's value); "
-        "API clients can call without a session cookie instead.",
-    )
-
-
 @require_GET
 def search_preview(request: HttpRequest) -> JsonResponse:
     """``GET /api/search/preview?q=&limit=8``: search-as-you-type, title matches first (60/min)."""
     try:
         params = parse_model(PreviewRequest, {k: request.GET.get(k) for k in ("q", "limit") if k in request.GET})
     except SearchError as exc:
-        return _search_error(exc)
+        return search_error_response(exc)
     limit = spend(request, "preview")
     if limit.limited:
-        return _rate_limited(limit.retry_after, "previews")
+        return rate_limited_response(limit.retry_after, "previews")
     principal = principal_for_user(request.user)
     try:
         hits = selectors.preview_search(principal=principal, text=params.q, limit=params.limit)
     except SearchError as exc:
-        return _search_error(exc)
+        return search_error_response(exc)
     results = [preview_json(h) for h in hits]
     return JsonResponse({"results": results, "count": len(results)})
 
@@ -98,7 +62,9 @@ def search_preview(request: HttpRequest) -> JsonResponse:
 @require_http_methods(["POST"])
 def search_api(request: HttpRequest) -> HttpResponse:
     """``POST /api/search`` with ``{query, threshold, limit, cursor, filters}`` (30/min, shared with GraphQL)."""
-    failure = _csrf_failure(request)
+    failure = csrf_failure_response(  # see the module docstring
+        request, signed_in_only=True, hint="Or call without a session cookie: this endpoint needs no token then."
+    )
     if failure is not None:
         return failure
     if request.content_type != "application/json":
@@ -115,21 +81,23 @@ def search_api(request: HttpRequest) -> HttpResponse:
     try:
         body = parse_model(SearchRequest, data)
     except SearchError as exc:
-        return _search_error(exc)
+        return search_error_response(exc)
     try:
         filters = filters_from_params(body.filters, strict=True)
     except SearchError as exc:
-        return error_response(400, exc.code, f"filters.{exc.message}", field=f"filters.{exc.field or ''}".rstrip("."))
+        return error_response(
+            status_for(exc), exc.code, f"filters.{exc.message}", field=f"filters.{exc.field or ''}".rstrip(".")
+        )
     limit = spend(request, "search")
     if limit.limited:
-        return _rate_limited(limit.retry_after, "searches")
+        return rate_limited_response(limit.retry_after, "searches")
     try:
         result = retrieve(query=RetrievalQuery(
             text=body.query, principal=principal_for_user(request.user), filters=filters, limit=body.limit,
             cursor=body.cursor, threshold=body.threshold, with_facets=True, surface="browse",
         ))
     except SearchError as exc:
-        return _search_error(exc)
+        return search_error_response(exc)
     return JsonResponse({
         "results": [hit_json(h) for h in result.hits],
         "count": result.total,
@@ -160,7 +128,7 @@ def recent_searches(request: HttpRequest) -> JsonResponse:
         except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting too deep
             return error_response(400, "invalid_json", "The body is not valid JSON.", field="body")
         except SearchError as exc:
-            return _search_error(exc)
+            return search_error_response(exc)
     elif request.method == "DELETE":
         preset_services.recent_search_clear(user_id=user_id)
     return JsonResponse({"results": preset_selectors.recent_searches_list(user_id=user_id)})

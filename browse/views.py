@@ -16,6 +16,7 @@ from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from adapters.limits import spend
 from analytics.selectors import popular_topics as popular_queries
 from browse import presenters, prompts
 from browse import selectors as browse_selectors
@@ -31,7 +32,6 @@ from search.query_parser import validate_query_text
 from search.selectors_browse import filter_options, popular_topics
 from search.selectors_closed import closed_placeholders
 from search.services import retrieve
-from search.services.limits import LimitResult, client_key, rate_limit_hit
 from search.services.reads import item_mark_read
 from search.types import DEFAULT_LIMIT, RetrievalQuery, SearchFilters
 
@@ -42,16 +42,6 @@ SORTS = (("newest", "Newest"), ("title", "Title"), ("quality_score", "Quality sc
 FRESHNESS_CHOICES = ((7, "Last 7 days"), (30, "Last 30 days"), (90, "Last 90 days"), (365, "Last year"))
 TOPICS_SHOWN = 8  # popular topics in the search dropdown and on the home page
 PARTIAL_HEADER = "X-KB-Partial"  # "results": the results region; "page": more cards + the next pager
-
-
-def _caller_key(request: HttpRequest) -> str:
-    user_id = request.user.pk if request.user.is_authenticated else None
-    return client_key(user_id=user_id, remote_addr=request.META.get("REMOTE_ADDR"))
-
-
-def spend(request: HttpRequest, group: str) -> LimitResult:
-    """Spend one unit of the caller's ``group`` budget (per user when signed in, else per IP)."""
-    return rate_limit_hit(group=group, key=_caller_key(request))
 
 
 @dataclass

@@ -18,6 +18,8 @@ from typing import Any
 from django.db import InterfaceError, OperationalError, connections
 from django.http import HttpRequest, HttpResponse
 
+from adapters.http import error_response
+
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_S = 5
@@ -59,7 +61,7 @@ def unavailable_response(request: HttpRequest, message: str = MESSAGE) -> HttpRe
     elif path.startswith("/mcp"):
         body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": message}}
     elif path.startswith("/api/") or "application/json" in request.headers.get("Accept", ""):
-        body = {"error": {"code": "unavailable", "message": message, "retry_after": RETRY_AFTER_S}}
+        return error_response(503, "unavailable", message, retry_after=RETRY_AFTER_S)
     else:
         html = (
             "<!doctype html><html lang=en><meta charset=utf-8><title>Briefly unavailable</title>"

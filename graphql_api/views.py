@@ -20,16 +20,15 @@ from typing import Any, cast
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
-from django.middleware.csrf import CsrfViewMiddleware
 from graphene_django.views import GraphQLView, HttpError
 from graphql import ExecutionResult, GraphQLError, OperationType, execute, get_operation_ast, parse
 from graphql.validation import validate
 
+from adapters.http import csrf_rejected
+from adapters.limits import spend
 from config.middleware import unavailable_reason
-from graphql_api.context import get_user
 from graphql_api.protection import protection_rules, search_cost, tag_complexity_errors
 from graphql_api.schema import schema as kb_schema
-from search.services.limits import client_key, rate_limit_hit
 
 logger = logging.getLogger(__name__)
 
@@ -224,8 +223,7 @@ class ProtectedGraphQLView(GraphQLView):
     @staticmethod
     def _check_csrf(request: HttpRequest) -> None:
         """Mutations act with the session's authority, so they need Django's CSRF token."""
-        rejected = CsrfViewMiddleware(lambda _r: HttpResponse()).process_view(request, None, (), {})  # type: ignore[arg-type]
-        if rejected is not None:
+        if csrf_rejected(request):
             raise _Refused(
                 403,
                 GraphQLError(
@@ -241,9 +239,7 @@ class ProtectedGraphQLView(GraphQLView):
         cost = search_cost(self.schema.graphql_schema, document, operation, variables)
         if not cost:
             return
-        user = get_user(request)
-        key = client_key(user_id=user.pk if user else None, remote_addr=request.META.get("REMOTE_ADDR"))
-        limit = rate_limit_hit(group="search", key=key, cost=cost)
+        limit = spend(request, "search", cost=cost)
         if limit.limited:
             raise _Refused(
                 429,

@@ -6,7 +6,6 @@ calls ``search`` and renders. The tool list (``TOOLS``) and every description ar
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 from collections.abc import Callable
@@ -34,11 +33,12 @@ from mcp_api.schemas import (
     ToolArgs,
 )
 from presets.services import preset_filters, preset_list, preset_resolve
-from search.errors import InvalidCursor, InvalidQuery, NotFound
+from search.cursors import cursor_decode, cursor_encode
+from search.errors import InvalidQuery, NotFound
 from search.filters import InvalidFilter
 from search.principal import Principal
 from search.query_parser import validate_query_text
-from search.selectors import item_get
+from search.selectors import corpus_for, item_get
 from search.selectors_read import ReadView, item_quality, item_read, passage_read
 from search.services import retrieve
 from search.types import Corpus, Hit, RetrievalQuery, RetrievalResult, SearchFilters, lanes_text
@@ -67,7 +67,7 @@ class ToolSpec:
 
 def corpus_of(principal: Principal) -> Corpus:
     """Anonymous callers search the live corpus; API keys (and staff) the latest, drafts included."""
-    return "latest" if principal.can_read_drafts else "live"
+    return corpus_for(principal, "latest")
 
 
 # --- find ---
@@ -261,24 +261,7 @@ def find_tool(args: FindArgs, principal: Principal) -> ToolOutput:
 # --- read ---
 
 
-def _encode_read_cursor(target: str, offset: int) -> str:
-    raw = json.dumps({"t": target, "o": offset}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_read_cursor(cursor: str | None, target: str) -> int:
-    if not cursor:
-        return 0
-    try:
-        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        offset = int(data["o"])
-        if data["t"] != target or offset < 0:
-            raise ValueError
-    except (ValueError, KeyError, TypeError, UnicodeError):
-        raise InvalidCursor(
-            "cursor does not belong to this item or match; call read again without a cursor.", field="cursor"
-        ) from None
-    return offset
+INVALID_READ_CURSOR = "cursor does not belong to this item or match; call read again without a cursor."
 
 
 def _page(text: str, offset: int, max_chars: int) -> tuple[str, int | None]:
@@ -331,7 +314,7 @@ def read_tool(args: ReadArgs, principal: Principal) -> ToolOutput:
             view = item_read(principal=principal, item_id=item_id, corpus=corpus)
         except NotFound as exc:
             raise NotFound(exc.message, field="item_id" if args.item_id is not None else "match_id") from None
-    offset = _decode_read_cursor(args.cursor, target)
+    offset = cursor_decode(args.cursor, fingerprint=target, message=INVALID_READ_CURSOR)
     if offset == 0:
         querylog_mark_followup(principal, view.item.pk)  # the query log credits the find that led here
     page, next_offset = _page(view.text, offset, args.max_chars)
@@ -349,7 +332,7 @@ def read_tool(args: ReadArgs, principal: Principal) -> ToolOutput:
         text=render.clean_text(page),
         offset=offset,
         total_chars=len(view.text),
-        next_cursor=_encode_read_cursor(target, next_offset) if next_offset is not None else None,
+        next_cursor=cursor_encode(offset=next_offset, fingerprint=target) if next_offset is not None else None,
     )
     return ToolOutput(read_markdown(result, offset + len(page)), result)
 

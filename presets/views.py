@@ -3,8 +3,8 @@
 Session authentication; every write checks the CSRF token (``X-CSRFToken`` header) and answers JSON,
 never an HTML error page. Anonymous callers read the system presets and get 403 on writes.
 
-Errors: ``{"error": {"code", "message", "field"}}`` with 400 (bad input), 403 (sign in / system preset
-/ CSRF), 404 (no such preset), 409 (name taken), 413 (body too large).
+Errors: ``{"error": {"code", "message", "field"?}}`` (``adapters.http``) with 400 (bad input), 403 (sign in /
+system preset / CSRF), 404 (no such preset), 409 (name taken), 413 (body too large).
 """
 
 from __future__ import annotations
@@ -17,17 +17,18 @@ from urllib.parse import urlencode
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.middleware.csrf import CsrfViewMiddleware, get_token
+from django.middleware.csrf import get_token
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from adapters.http import csrf_failure_response, error_response, search_error_response
 from presets import services
-from presets.errors import PresetNameTaken, PresetRequestInvalid, PresetSignInRequired
+from presets.errors import PresetRequestInvalid, PresetSignInRequired
 from presets.models import NAME_MAX_CHARS, Preset
 from presets.params import DROPPED_KEYS, STICKY_KEYS, filter_schema, query_items
-from search.errors import NotFound, PermissionDenied, SearchError
+from search.errors import SearchError
 
 ParamInput = dict[str, str | int | bool | list[str | int] | None]
 
@@ -87,20 +88,6 @@ def preset_as_dict(preset: Preset) -> PresetDict:
     }
 
 
-def _error(status: int, code: str, message: str, field: str | None = None) -> JsonResponse:
-    return JsonResponse({"error": {"code": code, "message": message, "field": field}}, status=status)
-
-
-def _status_of(exc: SearchError) -> int:
-    if isinstance(exc, NotFound):
-        return 404
-    if isinstance(exc, PermissionDenied):
-        return 403
-    if isinstance(exc, PresetNameTaken):
-        return 409
-    return 400
-
-
 View = Callable[..., HttpResponse]
 
 
@@ -109,21 +96,15 @@ def json_api(view: View) -> View:
 
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if request.method not in ("GET", "HEAD", "OPTIONS"):
-            rejected = CsrfViewMiddleware(lambda r: HttpResponse()).process_view(request, None, (), {})  # type: ignore[arg-type]
-            if rejected is not None:
-                return _error(
-                    403,
-                    "csrf_failed",
-                    "The security token is missing or expired. Reload the page and try again "
-                    "(API clients send the csrftoken cookie's value in an X-CSRFToken header).",
-                )
+        failure = csrf_failure_response(request)  # safe methods (GET, HEAD, OPTIONS) pass
+        if failure is not None:
+            return failure
         try:
             return view(request, *args, **kwargs)
         except SearchError as exc:
-            return _error(_status_of(exc), exc.code, exc.message, exc.field)
+            return search_error_response(exc)
         except RequestDataTooBig:
-            return _error(413, "too_large", "The request body is too large; send fewer presets at once.")
+            return error_response(413, "too_large", "The request body is too large; send fewer presets at once.")
 
     return csrf_exempt(never_cache(wrapper))
 

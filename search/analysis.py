@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -155,8 +155,21 @@ def title_terms(title: str) -> list[str]:
     return terms
 
 
-def _quote_lexeme(term: str) -> str:
-    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+def quote_lexeme(lexeme: str, *, prefix: bool = False) -> str:
+    """``lexeme`` as one quoted lexeme of a tsvector or tsquery literal: ``it's`` → ``'it''s'``, a backslash
+    doubled, so every character (``:``, ``|``, ``&``, ``!``, spaces) stays part of the lexeme. ``prefix`` adds the
+    tsquery prefix mark (``'harb':*``). The one place the engine quotes a lexeme; never build one by hand.
+    """
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" + (":*" if prefix else "")
+
+
+def tsquery_any(lexemes: Iterable[str], *, prefix: bool = False) -> str:
+    """A tsquery literal matching any of ``lexemes`` (``'a' | 'b'``, or ``'a':* | 'b':*`` with ``prefix``), sorted,
+    duplicates and empty lexemes dropped. With none left it is ``""``: cast to tsquery, the empty query, which
+    matches nothing (a quoted empty lexeme, ``''``, is a syntax error in PostgreSQL).
+    """
+    parts = sorted({quote_lexeme(lexeme, prefix=prefix) for lexeme in lexemes if lexeme})
+    return " | ".join(parts)
 
 
 MAX_POSITION = 16383
@@ -169,7 +182,7 @@ def to_tsvector_literal(postings: dict[str, list[int]]) -> str:
         if not term or len(term.encode()) > 2000:
             continue
         capped = sorted({min(max(p, 1), MAX_POSITION) for p in positions})[:256]
-        parts.append(f"{_quote_lexeme(term)}:{','.join(str(p) for p in capped)}")
+        parts.append(f"{quote_lexeme(term)}:{','.join(str(p) for p in capped)}")
     return " ".join(parts)
 
 

@@ -6,8 +6,6 @@ Every read goes through ``ContentItem.objects.searchable(principal, corpus)``, t
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import re
 import time
@@ -24,7 +22,8 @@ from django.db import OperationalError, connection, transaction
 
 from search import analysis
 from search.analysis import folded_text
-from search.errors import InvalidCursor, InvalidQuery, NotFound
+from search.cursors import cursor_decode, cursor_encode
+from search.errors import InvalidQuery, NotFound
 from search.models import ContentItem
 from search.principal import Principal
 from search.query_parser import normalize_query_text
@@ -53,7 +52,11 @@ _SETTING_VALUE = re.compile(r"[a-z0-9]+")
 BrowseSort = Literal["newest", "title", "quality_score"]
 
 
-def corpus_for(principal: Principal, corpus: Corpus = "live") -> str:
+def corpus_for(principal: Principal, corpus: Corpus = "live") -> Corpus:
+    """The corpus ``principal`` reads when asking for ``corpus``: only staff and API keys read drafts (the latest
+    corpus); everyone else gets the live corpus, whatever they asked for. The one place this rule lives: search,
+    listing, reads, GraphQL and MCP all call it.
+    """
     return corpus if principal.can_read_drafts else "live"
 
 
@@ -103,16 +106,7 @@ SORTS: dict[str, list[str]] = {
 }
 
 
-def _offset_cursor(cursor: str | None, sort: str) -> int:
-    if not cursor:
-        return 0
-    try:
-        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if data["s"] != sort or int(data["o"]) < 0:
-            raise ValueError
-        return int(data["o"])
-    except (ValueError, KeyError, TypeError, UnicodeError):
-        raise InvalidCursor("cursor is not valid for this listing; start again without it.", field="cursor") from None
+INVALID_LISTING_CURSOR = "cursor is not valid for this listing; start again without it."
 
 
 def items_list(
@@ -124,7 +118,7 @@ def items_list(
         raise InvalidQuery(f"sort must be one of {', '.join(SORTS)}.", field="sort")
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidQuery(f"limit must be between 1 and {MAX_LIMIT}.", field="limit")
-    offset = _offset_cursor(cursor, sort)
+    offset = cursor_decode(cursor, fingerprint=sort, message=INVALID_LISTING_CURSOR)
     qs = (
         ContentItem.objects.searchable(principal, corpus_for(principal, corpus))
         .apply_filters(filters or SearchFilters(), user_id=principal.user_id)
@@ -134,10 +128,7 @@ def items_list(
     total = qs.count()
     items = list(qs[offset : offset + limit])
     next_offset = offset + limit
-    next_cursor = None
-    if next_offset < total:
-        raw = json.dumps({"o": next_offset, "s": sort}, separators=(",", ":")).encode()
-        next_cursor = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    next_cursor = cursor_encode(offset=next_offset, fingerprint=sort) if next_offset < total else None
     return ItemPage(items, total, next_cursor)
 
 

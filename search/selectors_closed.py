@@ -21,6 +21,7 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connection
 
 from search import query_parser
+from search.analysis import tsquery_any
 from search.models import ContentItem
 from search.principal import Principal
 from search.services import passages
@@ -39,18 +40,10 @@ class ClosedItem:
     updated_at: datetime
 
 
-def _quote(lexeme: str) -> str:
-    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
 def title_tsquery(parsed: query_parser.ParsedQuery) -> str:
     """Every term must match the title: ``(form1 | form2:*) & (…)``; prefix forms as the lexical lane builds them."""
-    groups = []
-    for term in parsed.terms:
-        forms = sorted({_quote(f) + (":*" if term.prefix else "") for f in term.title_forms})
-        if forms:
-            groups.append("(" + " | ".join(forms) + ")")
-    return " & ".join(groups)
+    groups = (tsquery_any(term.title_forms, prefix=term.prefix) for term in parsed.terms if term.title_forms)
+    return " & ".join(f"({group})" for group in groups)
 
 
 def closed_placeholders(

@@ -270,10 +270,6 @@ def suggestion_text(parsed: ParsedQuery, found: dict[str, list[Correction]]) -> 
     return " ".join(words) if replaced else None
 
 
-def _tsquery_lexeme(form: str) -> str:
-    return "'" + form.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
 # How a chunk is asked whether it holds a form of each kind that has postings (``c`` the chunk, ``q.f`` the
 # form, ``q.tq`` the form as a tsquery).
 _CHUNK_PROBES = {
@@ -339,7 +335,7 @@ def readable_vocabulary(
                     f"WHERE EXISTS (SELECT 1 FROM search_chunk c "
                     f"WHERE c.{column} AND {probe} AND c.item_id IN ({items_query}))"
                 )
-                params += [these, [_tsquery_lexeme(f) for f in these], *items_params]
+                params += [these, [analysis.quote_lexeme(f) for f in these], *items_params]
         keywords = [f for k, f in pairs if k == "keyword"]
         if keywords:
             # The GIN index on search_keyword_words() finds the items; the reader's subquery and the corpus

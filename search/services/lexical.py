@@ -35,6 +35,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
+from search.analysis import tsquery_any
 from search.query_parser import ParsedQuery
 from search.services import expansion
 
@@ -66,16 +67,6 @@ class LexicalHit:
     score: float
     title_hit: bool
     matched_mask: int = 0  # bit i set: the chunk holds query term i (``term_masks`` computes the same)
-
-
-def _quote(lexeme: str) -> str:
-    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-def tsquery_text(lexemes: list[str], *, prefix: bool = False) -> str:
-    """An OR tsquery literal of exact lexemes (``'a' | 'b'``), or prefixes (``'a':*``)."""
-    parts = sorted({_quote(lex) + (":*" if prefix else "") for lex in lexemes if lex})
-    return " | ".join(parts) if parts else "''"
 
 
 @dataclass(frozen=True)
@@ -296,17 +287,17 @@ def lexical_search(
                 f"(CASE WHEN NOT any_title THEN 0 WHEN lex_title @@ %s::tsquery THEN 1 "
                 f"WHEN lex_title @@ %s::tsquery THEN {TITLE_PREFIX_FACTOR!r} ELSE 0 END)::float8 AS t{i}"
             )
-            params += [tsquery_text(list(term.title_forms)), tsquery_text(list(term.title_forms), prefix=True)]
+            params += [tsquery_any(term.title_forms), tsquery_any(term.title_forms, prefix=True)]
         elif term.title_forms:
             columns.append(f"(CASE WHEN any_title AND lex_title @@ %s::tsquery THEN 1 ELSE 0 END)::float8 AS t{i}")
-            params.append(tsquery_text(list(term.title_forms)))
+            params.append(tsquery_any(term.title_forms))
         else:
             columns.append(f"0::float8 AS t{i}")
         meta_idf = max((_idf(df.get(("meta", s), 0), n_chunks) for s in term.stems), default=0.0)
         columns.append(
             f"(CASE WHEN any_meta AND lex_meta @@ %s::tsquery THEN {meta_idf!r} ELSE 0 END)::float8 AS m{i}"
         )
-        params.append(tsquery_text(list(term.stems)))
+        params.append(tsquery_any(term.stems))
 
     n_terms = len(parsed.terms)
     bm25 = []
@@ -321,10 +312,7 @@ def lexical_search(
     all_surfaces = sorted({s for t in parsed.terms for s in t.surfaces} | {e.form for e in extra})
     prefix_titles = [f for t in parsed.terms if t.prefix for f in t.title_forms]
     exact_titles = [f for t in parsed.terms if not t.prefix for f in t.title_forms]
-    title_q = " | ".join(
-        q for q in (tsquery_text(prefix_titles, prefix=True) if prefix_titles else "",
-                    tsquery_text(exact_titles) if exact_titles else "") if q
-    ) or "''"
+    title_q = " | ".join(q for q in (tsquery_any(prefix_titles, prefix=True), tsquery_any(exact_titles)) if q)
     record_stem = ", ".join(f"{_ident(f)} int" for f in stem_forms) or '"_" int'
     record_surface = ", ".join(f"{_ident(f)} int" for f in surface_forms) or '"_" int'
     select_stem = ", ".join(f"s.{_ident(f)} AS {col}" for f, col in stem_cols.items())
@@ -360,7 +348,7 @@ def lexical_search(
             LexicalHit(r[0], r[1], int(r[2]), int(r[2]) >= n_terms, float(r[3]), bool(r[4]), int(r[5])) for r in rows
         ]
 
-    meta_q = tsquery_text(sorted({s for t in parsed.terms for s in t.stems}))
+    meta_q = tsquery_any(sorted({s for t in parsed.terms for s in t.stems}))
     # Every chunk holding a form of a query term: the live GIN indexes (the exhaustive path, and chunks
     # newer than the postings).
     matching_sql = (
@@ -402,12 +390,12 @@ def term_masks(
         extras = extra_by_term.get(i, [])
         stems = sorted({*term.stems, *(s for e in extras for s in e.stems)})
         surfaces = sorted({*term.surfaces, *(e.form for e in extras)})
-        title_q = tsquery_text(list(term.title_forms), prefix=term.prefix) if term.title_forms else "''"
+        title_q = tsquery_any(term.title_forms, prefix=term.prefix)
         bits.append(
             "((c.tf_stem ?| %s::text[] OR c.tf_surface ?| %s::text[] OR c.lex_title @@ %s::tsquery "
             f"OR c.lex_meta @@ %s::tsquery)::int::bigint << {i})"
         )
-        params += [stems, surfaces, title_q, tsquery_text(list(term.stems))]
+        params += [stems, surfaces, title_q, tsquery_any(term.stems)]
     key = "c.item_id" if by_item else "c.id"
     corpus_col = "in_live" if corpus == "live" else "in_latest"
     sql = (

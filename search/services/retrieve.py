@@ -6,9 +6,7 @@ inside each lane (before any cut), so no surface can leak and no page comes back
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 import logging
 import time
 from collections import Counter
@@ -23,8 +21,10 @@ from django.db import connection
 from django.utils import timezone
 
 from search import query_parser
-from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable, InvalidCursor
+from search.cursors import cursor_decode, cursor_encode
+from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
 from search.models import ContentItem
+from search.selectors import corpus_for
 from search.services import fusion, hit_rows, lane_weights, lanes, lexical, passages, rerank, vector
 from search.signals import search_performed
 from search.types import LANES, Hit, RetrievalQuery, RetrievalResult, Span
@@ -52,32 +52,12 @@ def _fingerprint(query: RetrievalQuery, corpus: str) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def encode_cursor(offset: int, fingerprint: str) -> str:
-    raw = json.dumps({"o": offset, "f": fingerprint}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str | None, fingerprint: str) -> int:
-    if not cursor:
-        return 0
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        data = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-        offset = int(data["o"])
-        if data["f"] != fingerprint or offset < 0 or offset > 100_000:
-            raise ValueError
-    except (ValueError, KeyError, TypeError, UnicodeError, json.JSONDecodeError):
-        raise InvalidCursor(
-            "cursor is not valid for this search; start again without a cursor (cursors belong to one query "
-            "and its filters).",
-            field="cursor",
-        ) from None
-    return offset
-
-
-def effective_corpus(query: RetrievalQuery) -> str:
-    """Only staff and API keys may search drafts; everyone else gets the live corpus."""
-    return query.corpus if query.principal.can_read_drafts else "live"
+# A search pages at most this deep: every page fuses the lanes' lists down to ``offset + limit``.
+MAX_CURSOR_OFFSET = 100_000
+INVALID_CURSOR = (
+    "cursor is not valid for this search; start again without a cursor (cursors belong to one query and its "
+    "filters)."
+)
 
 
 def searchable_items(query: RetrievalQuery, corpus: str) -> Any:
@@ -130,9 +110,11 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
     parsed = query_parser.parse(query.text)
     if not parsed.searchable and query.similar_to is None:
         return RetrievalResult()
-    corpus = effective_corpus(query)
+    corpus = corpus_for(query.principal, query.corpus)
     fingerprint = _fingerprint(query, corpus)
-    offset = decode_cursor(query.cursor, fingerprint)
+    offset = cursor_decode(
+        query.cursor, fingerprint=fingerprint, message=INVALID_CURSOR, max_offset=MAX_CURSOR_OFFSET
+    )
     items_qs = searchable_items(query, corpus)
     try:
         items_sql = items_qs.values("id").query.sql_with_params()
@@ -212,7 +194,9 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
     )
     total = len(ordered)
     page = ordered[offset : offset + query.limit]
-    next_cursor = encode_cursor(offset + query.limit, fingerprint) if offset + query.limit < total else None
+    next_cursor = (
+        cursor_encode(offset=offset + query.limit, fingerprint=fingerprint) if offset + query.limit < total else None
+    )
     facets = _facets(ordered) if query.with_facets else {}
     coverage = _Coverage.of(parsed, lex_hits, by_item=query.granularity == "item")
     coverage.settle(page, expansions, corpus)

@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client, override_settings
+from django_ratelimit.core import get_usage
 
 from analytics import metrics
 from analytics.models import QueryLog
+from analytics.views import CLICK_RATE
 
 pytestmark = pytest.mark.django_db
 
@@ -128,6 +130,19 @@ def test_click_validates_its_body(client: Client) -> None:
     assert bad.status_code == 400 and "item_id" in bad.json()["error"]["message"]
     assert form.status_code == 415
     assert unmatched.status_code == 200 and unmatched.json() == {"recorded": False}
+
+
+def test_the_hundred_and_twenty_first_click_in_a_minute_says_when_to_retry(client: Client) -> None:
+    # given: this caller's 120 clicks of the minute spent
+    for _ in range(120):
+        get_usage(None, group="kb:click", key=lambda _g, _r: "ip:127.0.0.1", rate=CLICK_RATE, increment=True)
+    # when
+    response = client.post(
+        "/api/analytics/click", json.dumps({"query": "x", "item_id": 1}), content_type="application/json"
+    )
+    # then
+    assert response.status_code == 429 and response.json()["error"]["code"] == "rate_limited"
+    assert int(response["Retry-After"]) >= 1 and response.json()["error"]["retry_after"] == int(response["Retry-After"])
 
 
 def test_signed_in_clicks_need_the_csrf_header(user: Any, corpus: Any, logged: Any) -> None:

@@ -71,3 +71,91 @@ def test_arabic_normalisation_same_in_index_and_query() -> None:
     _, surface, _ = analysis.index_terms("المدرسة الجديدة", "ar")
     parsed = query_parser.parse("المدرسه")
     assert set(parsed.terms[0].surfaces) & set(surface)
+
+
+# --- tsvector / tsquery literals: the one quoting rule (analysis.quote_lexeme) ---
+
+
+@pytest.mark.parametrize(
+    ("lexeme", "quoted"),
+    [
+        ("harbour", "'harbour'"),
+        ("it's", "'it''s'"),  # an apostrophe is doubled
+        ("''", "''''''"),
+        ("back\\slash", "'back\\\\slash'"),  # a backslash is doubled
+        ("\\'", "'\\\\'''"),  # both, each escaped on its own
+        ("a:b", "'a:b'"),  # a colon stays inside the lexeme, not a weight or prefix mark
+        ("a | b & !c", "'a | b & !c'"),  # operators too
+        ("", "''"),
+    ],
+)
+def test_quote_lexeme_escapes_quotes_and_backslashes(lexeme: str, quoted: str) -> None:
+    # when / then
+    assert analysis.quote_lexeme(lexeme) == quoted
+
+
+def test_quote_lexeme_prefix_mark_goes_after_the_closing_quote() -> None:
+    # when / then
+    assert analysis.quote_lexeme("harb", prefix=True) == "'harb':*"
+    assert analysis.quote_lexeme("l'of", prefix=True) == "'l''of':*"
+
+
+def test_tsquery_any_sorts_drops_duplicates_and_empty_lexemes() -> None:
+    # when / then
+    assert analysis.tsquery_any(["b", "a", "b", ""]) == "'a' | 'b'"
+    assert analysis.tsquery_any(("it's", "x"), prefix=True) == "'it''s':* | 'x':*"
+    assert analysis.tsquery_any(iter(["only"])) == "'only'"
+
+
+@pytest.mark.parametrize("lexemes", [[], [""], ["", ""]])
+def test_tsquery_any_of_nothing_is_the_empty_tsquery(lexemes: list[str]) -> None:
+    # when / then: the empty string, which PostgreSQL casts to the empty tsquery ("''" would be a syntax error)
+    assert analysis.tsquery_any(lexemes) == ""
+
+
+def test_title_tsquery_ands_one_quoted_group_per_term() -> None:
+    # given
+    from search.selectors_closed import title_tsquery
+
+    parsed = query_parser.parse("harbour o'neil")
+    # when
+    text = title_tsquery(parsed)
+    # then: every term a group of its title forms, quoted by the one rule, prefixed when the term is long enough
+    groups = [analysis.tsquery_any(t.title_forms, prefix=t.prefix) for t in parsed.terms]
+    assert text == " & ".join(f"({g})" for g in groups)
+    assert text.startswith("('harbour':*)")
+    assert title_tsquery(query_parser.parse("")) == ""
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("lexeme", ["it's", "back\\slash", "a:b", "a | b", "'", "\\", "x'\\'y"])
+def test_postgresql_reads_a_quoted_lexeme_back_as_the_same_single_lexeme(lexeme: str) -> None:
+    # given
+    from django.db import connection
+
+    vector = analysis.to_tsvector_literal({lexeme: [1]})
+    query = analysis.tsquery_any([lexeme])
+    # when
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT array_length(tsvector_to_array(%s::tsvector), 1), (tsvector_to_array(%s::tsvector))[1], "
+            "%s::tsvector @@ %s::tsquery, %s::tsvector @@ %s::tsquery",
+            [vector, vector, vector, query, vector, analysis.quote_lexeme(lexeme[:1], prefix=True)],
+        )
+        count, stored, matches, prefix_matches = cursor.fetchone()
+    # then: one lexeme, stored as written, found by the tsquery built from it (and by its first character as a
+    # prefix)
+    assert (count, stored, matches, prefix_matches) == (1, lexeme, True, True)
+
+
+@pytest.mark.django_db
+def test_postgresql_accepts_the_empty_tsquery_and_it_matches_nothing() -> None:
+    # given
+    from django.db import connection
+
+    # when
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 'harbour'::tsvector @@ %s::tsquery", [analysis.tsquery_any([])])
+        (matches,) = cursor.fetchone()
+    # then
+    assert matches is False

@@ -188,3 +188,16 @@ def test_a_narrow_filter_past_the_pruned_candidates_still_finds_its_matches(sett
     result = lexical("walrus", filters=SearchFilters(domain=("zoo",)), limit=5)
     # then: the lane noticed the pool ran dry and scored every match
     assert titles(result) == ["Zoo map"]
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_a_query_whose_words_have_no_title_form_searches_the_body_instead_of_failing(mode):
+    # given: "les" is a title article (never a title form) but not a stop word, so the query has no title
+    # lexeme at all and its title tsquery is the empty one ("''" was a PostgreSQL syntax error)
+    make_item(title="Les Misérables", body="Les chapitres et les personnages.")
+    make_item(title="Unrelated", body="Harbour logistics.")
+    build()
+    # when
+    result = retrieve(query=RetrievalQuery(text="les", mode=mode, threshold=0.99))
+    # then
+    assert titles(result) == ["Les Misérables"]

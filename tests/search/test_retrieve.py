@@ -368,3 +368,33 @@ def test_no_filter_combination_shows_drafts_or_restricted_to_anonymous(access_co
                                            with_facets=True))
     assert all(h.title.startswith("Public") for h in result.hits), [h.title for h in result.hits]
     assert sum(result.facets.get("domain", {}).values()) == result.total
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("name", "pinned"),
+    [("hybrid", 10), ("lexical", 6), ("second_page", 10)],
+)
+def test_retrieve_query_count_is_pinned(django_assert_num_queries, name, pinned):
+    """The exact queries a search takes today (lane threads are off inside a test transaction, so both lanes
+    count here). Lexical: corpus statistics, readable vocabulary, candidates, the cut check, hit rows, passages
+    (6); hybrid and its second page add the vector lane's savepoint, scan settings, scan and release (10). A change
+    that adds a query fails this test: lower the pin when one goes, justify a rise."""
+    # given: a small corpus, and a first search so per-connection settings and cached statistics are warm
+    for i in range(12):
+        make_item(title=f"Harbour crane {i}", body=f"Harbour logistics and crane berth number {i}.")
+    make_item(title="Catering", body="Menus for events.")
+    build()
+    retrieve(query=RetrievalQuery(text="crane berth", threshold=0.1))
+    first = retrieve(query=RetrievalQuery(text="harbour logistics", limit=5, threshold=0.1))
+    assert first.next_cursor is not None
+    query = {
+        "hybrid": RetrievalQuery(text="harbour logistics", limit=5, threshold=0.1),
+        "lexical": RetrievalQuery(text="harbour crane", limit=5, mode="lexical"),
+        "second_page": RetrievalQuery(text="harbour logistics", limit=5, threshold=0.1, cursor=first.next_cursor),
+    }[name]
+    # when / then
+    with django_assert_num_queries(pinned):
+        result = retrieve(query=query)
+    lanes = {lane for hit in result.hits for lane in hit.lanes}
+    assert lanes == ({"lexical"} if name == "lexical" else {"lexical", "vector"})
