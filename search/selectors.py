@@ -10,7 +10,6 @@ import logging
 import re
 import time
 import unicodedata
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import pairwise
@@ -27,6 +26,7 @@ from search.errors import InvalidQuery, NotFound
 from search.models import ContentItem
 from search.principal import Principal
 from search.query_parser import normalize_query_text
+from search.sql import Fragment, compose, param
 from search.types import MAX_LIMIT, PREVIEW_MAX_LIMIT, Corpus, SearchFilters, Span
 
 logger = logging.getLogger(__name__)
@@ -371,7 +371,7 @@ def _content_from_postings(
     term: str,
     pattern: str,
     chunk_col: str,
-    items: tuple[str, Sequence[Any]],
+    items: Fragment,
     exclude: list[int],
     wanted: int,
     budget_ms: int | None,
@@ -381,19 +381,38 @@ def _content_from_postings(
     """Content matches checked only on the chunks where ``term`` weighs most (its impact-ordered postings;
     the first ``depth`` of them when given): every row returned really holds the fragment.
     None when the budget ran out."""
-    items_sql, items_params = items
     postings = "p.chunk_ids" if depth is None else f"p.chunk_ids[1:{int(depth)}]"
-    sql = f"""
+    # no ORDER BY: rows come in postings order as the plan walks the array (not promised; any real match will
+    # do), whereas a sort would check every posting before the LIMIT
+    statement = compose(
+        """
         SELECT c.item_id
         FROM search_postings p CROSS JOIN LATERAL unnest({postings}) WITH ORDINALITY AS u(id, n)
         JOIN search_chunk c ON c.id = u.id
-        WHERE p.field = 'surface' AND p.term = %s
-          AND c.{chunk_col} AND c.folded_text LIKE %s ESCAPE '\\' AND c.item_id IN ({items_sql})
-          AND NOT (c.item_id = ANY(%s))
-        LIMIT %s
-    """  # no ORDER BY: rows come in postings order as the plan walks the array (not promised; any real
-    # match will do), whereas a sort would check every posting before the LIMIT
-    return _within_budget(sql, [term, pattern, *items_params, exclude, wanted], budget_ms)
+        WHERE p.field = 'surface' AND p.term = {term}
+          AND c.{chunk_col} AND c.folded_text LIKE {pattern} ESCAPE '\\' AND c.item_id IN ({items})
+          AND NOT (c.item_id = ANY({exclude}))
+        LIMIT {wanted}
+    """,
+        postings=postings,
+        term=param(term),
+        chunk_col=chunk_col,
+        pattern=param(pattern),
+        items=items,
+        exclude=param(exclude),
+        wanted=param(wanted),
+    )
+    return _within_budget(statement.sql, list(statement.params), budget_ms)
+
+
+def _bounded_postings_pass(
+    term: str, scope: _PreviewScope, exclude: list[int], wanted: int, budget_ms: int | None
+) -> list[tuple[Any, ...]] | None:
+    """``_content_from_postings`` over as many of ``term``'s postings as ``budget_ms`` allows."""
+    return _content_from_postings(
+        term, scope.pattern, scope.chunk_col, scope.items, exclude, wanted, budget_ms,
+        depth=_checks_within(budget_ms, wanted),
+    )
 
 
 def _checks_within(budget_ms: int | None, wanted: int) -> int | None:
@@ -421,6 +440,8 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     index, and past its share from as many of the chunks where the rarest complete typed word weighs most
     as the time left allows. Whatever is found is a real substring match;
     past the budget the preview shows what it has. The full search (Enter) is exhaustive.
+
+    In code: ``_preview_titles`` → ``_preview_content`` (only while titles leave room) → ``_preview_hits``.
     """
     started = time.monotonic()
     cleaned = normalize_query_text(text)
@@ -429,84 +450,156 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     limit = max(1, min(limit, PREVIEW_MAX_LIMIT))
     corpus = corpus_for(principal)
     folded = folded_text(cleaned)
-    # The budget covers the whole call: the steps stop early enough to leave time for reading their hits.
-    deadline = started + (int(settings.SEARCH["PREVIEW_BUDGET_MS"]) - FINAL_READ_MS) / 1000
-    budgeted = preview_budgeted()
+    budget = _PreviewBudget.starting(started)
+    pair_scope = text_pair_scope(principal)
+    if pair_scope is not None and fragment_absent(folded, anonymous=pair_scope, budget_ms=budget.left_ms(0.25)):
+        return []  # a pair or a piece of it occurs nowhere: no title or chunk it may read holds it
+    scope = _PreviewScope.of(principal, corpus, folded)
+    title_ids = _preview_titles(scope, limit, budget)
+    content_ids = _preview_content(scope, cleaned, title_ids, limit, budget) if len(title_ids) < limit else []
+    return _preview_hits(title_ids, content_ids[: limit - len(title_ids)], corpus=corpus, folded=folded)
 
-    def left_ms(share: float = 1.0) -> int | None:
+
+@dataclass(frozen=True)
+class _PreviewBudget:
+    """The preview's time budget: it covers the whole call, and the steps stop ``FINAL_READ_MS`` early to
+    leave time for reading their hits."""
+
+    deadline: float  # time.monotonic()
+    budgeted: bool
+
+    @classmethod
+    def starting(cls, started: float) -> _PreviewBudget:
+        deadline = started + (int(settings.SEARCH["PREVIEW_BUDGET_MS"]) - FINAL_READ_MS) / 1000
+        return cls(deadline, preview_budgeted())
+
+    def left_ms(self, share: float = 1.0) -> int | None:
         """What is left of the budget (None on a small corpus: its index scans are never the slow kind, and
         a loaded machine must not cut them short)."""
-        return int((deadline - time.monotonic()) * 1000 * share) if budgeted else None
+        return int((self.deadline - time.monotonic()) * 1000 * share) if self.budgeted else None
 
-    scope = text_pair_scope(principal)
-    if scope is not None and fragment_absent(folded, anonymous=scope, budget_ms=left_ms(0.25)):
-        return []  # a pair or a piece of it occurs nowhere: no title or chunk it may read holds it
-    pattern = _like_pattern(folded)
-    items_sql, items_params = (
-        ContentItem.objects.searchable(principal, corpus).filter(superseded_by__isnull=True).order_by()
-        .values("id").query.sql_with_params()
-    )
-    revision_col = "live_revision_id" if corpus == "live" else "latest_revision_id"
-    chunk_col = "in_live" if corpus == "live" else "in_latest"
-    title_sql = f"""
-        SELECT i.id FROM search_contentitem i JOIN search_revision r ON r.id = i.{revision_col}
-        WHERE r.title_folded LIKE %s ESCAPE '\\' AND i.id IN ({items_sql})
-        ORDER BY i.updated_at DESC, i.id LIMIT %s
-    """
-    title_params = [pattern, *items_params, limit]
-    # A rare fragment: the trigram index finds its few titles at once. A common one ("there is"): the
-    # index hands back thousands to sort, while walking titles newest first finds 8 within a few rows.
-    # At most half the budget for the first try, so a common fragment has time left for the walk, and the
-    # walk leaves some for content matches.
-    rows = _within_budget(title_sql, title_params, left_ms(0.5))
-    if rows is None:
-        rows = _within_budget(title_sql, title_params, left_ms(0.6), setting=("enable_bitmapscan", "off")) or []
-    title_ids = [r[0] for r in rows]
-    content_ids: list[int] = []
-    if len(title_ids) < limit:
-        content_sql = f"""
-            SELECT c.item_id FROM search_chunk c
-            WHERE c.{chunk_col} AND c.folded_text LIKE %s ESCAPE '\\' AND c.item_id IN ({items_sql})
-              AND NOT (c.item_id = ANY(%s))
-            LIMIT %s
+
+@dataclass(frozen=True)
+class _PreviewScope:
+    """What every preview step matches: the folded fragment as a LIKE pattern, over the items the caller may
+    read (superseded ones left out) in the caller's corpus."""
+
+    pattern: str
+    items: Fragment
+    revision_col: str
+    chunk_col: str
+
+    @classmethod
+    def of(cls, principal: Principal, corpus: Corpus, folded: str) -> _PreviewScope:
+        items = Fragment(
+            *ContentItem.objects.searchable(principal, corpus).filter(superseded_by__isnull=True).order_by()
+            .values("id").query.sql_with_params()
+        )
+        return cls(
+            _like_pattern(folded),
+            items,
+            "live_revision_id" if corpus == "live" else "latest_revision_id",
+            "in_live" if corpus == "live" else "in_latest",
+        )
+
+
+def _preview_titles(scope: _PreviewScope, limit: int, budget: _PreviewBudget) -> list[int]:
+    """The newest ``limit`` items whose title holds the fragment.
+
+    A rare fragment: the trigram index finds its few titles at once. A common one ("there is"): the index
+    hands back thousands to sort, while walking titles newest first finds 8 within a few rows. At most half
+    the budget for the first try, so a common fragment has time left for the walk, and the walk leaves some
+    for content matches."""
+    statement = compose(
         """
-        wanted = (limit - len(title_ids)) * 4
-        term, exact = _postings_term(cleaned)
-        readable = (items_sql, items_params)
+        SELECT i.id FROM search_contentitem i JOIN search_revision r ON r.id = i.{revision_col}
+        WHERE r.title_folded LIKE {pattern} ESCAPE '\\' AND i.id IN ({items})
+        ORDER BY i.updated_at DESC, i.id LIMIT {limit}
+    """,
+        revision_col=scope.revision_col,
+        pattern=param(scope.pattern),
+        items=scope.items,
+        limit=param(limit),
+    )
+    sql, params = statement.sql, list(statement.params)
+    rows = _within_budget(sql, params, budget.left_ms(0.5))
+    if rows is None:
+        rows = _within_budget(sql, params, budget.left_ms(0.6), setting=("enable_bitmapscan", "off")) or []
+    return [r[0] for r in rows]
 
-        def add(rows: list[tuple[Any, ...]] | None) -> None:
-            for (item_id,) in rows or []:
-                if item_id not in content_ids:
-                    content_ids.append(item_id)
 
-        if term and exact:
-            # A middle word with a complete postings list holds every match: check only its chunks.
-            rows = _content_from_postings(term, pattern, chunk_col, readable, title_ids, wanted, left_ms())
-            add(rows)
-        else:
-            completion = _completion_term(cleaned) if budgeted and term is None else None
-            if completion:
-                # One word, maybe unfinished: the best chunks of its most frequent completion nearly all hold
-                # it (a few ms), where the trigram index may hand back much of a large corpus to re-check.
-                budget = left_ms(0.5)
-                add(_content_from_postings(completion, pattern, chunk_col, readable, title_ids, wanted, budget,
-                                           depth=_checks_within(budget, wanted)))
-            rows = []
-            if len(content_ids) < limit - len(title_ids):
-                # The trigram index: exact, and fast unless the fragment is common. Past its share, the best
-                # chunks of the rarest complete typed word, as many as the time left allows (a pass the
-                # database cuts short would show nothing, so the pass is sized to end first).
-                rows = _within_budget(
-                    content_sql, [pattern, *items_params, title_ids + content_ids, wanted], left_ms(0.6)
-                )
-                if rows is None and term:
-                    budget = left_ms()
-                    add(_content_from_postings(term, pattern, chunk_col, readable, title_ids + content_ids,
-                                               wanted, budget, depth=_checks_within(budget, wanted)))
-                add(rows)
-        if rows is None:
-            logger.info("preview: content matches for %r cut short by the time budget", cleaned[:60])
-    ids = title_ids + content_ids[: limit - len(title_ids)]
+def _content_by_trigrams(
+    scope: _PreviewScope, exclude: list[int], wanted: int, budget_ms: int | None
+) -> list[tuple[Any, ...]] | None:
+    """Content matches through the trigram index on the folded chunk text: exact, and fast unless the fragment
+    is common. None when the budget ran out."""
+    statement = compose(
+        """
+            SELECT c.item_id FROM search_chunk c
+            WHERE c.{chunk_col} AND c.folded_text LIKE {pattern} ESCAPE '\\' AND c.item_id IN ({items})
+              AND NOT (c.item_id = ANY({exclude}))
+            LIMIT {wanted}
+        """,
+        chunk_col=scope.chunk_col,
+        pattern=param(scope.pattern),
+        items=scope.items,
+        exclude=param(exclude),
+        wanted=param(wanted),
+    )
+    return _within_budget(statement.sql, list(statement.params), budget_ms)
+
+
+def _preview_content(
+    scope: _PreviewScope, cleaned: str, title_ids: list[int], limit: int, budget: _PreviewBudget
+) -> list[int]:
+    """Items whose content (not their title: ``title_ids`` are left out) holds the fragment, in the order
+    found: from the postings of a typed middle word when its list is complete; else, for one typed word on a
+    budgeted corpus, first from the best chunks of its most frequent completion, then from the trigram index,
+    and past its share from the best chunks of the rarest complete typed word."""
+    wanted = (limit - len(title_ids)) * 4
+    term, exact = _postings_term(cleaned)
+    content_ids: list[int] = []
+    if term and exact:
+        # A middle word with a complete postings list holds every match: check only its chunks.
+        in_postings = _content_from_postings(
+            term, scope.pattern, scope.chunk_col, scope.items, title_ids, wanted, budget.left_ms()
+        )
+        _add_item_ids(content_ids, in_postings)
+        cut_short = in_postings is None
+    else:
+        completion = _completion_term(cleaned) if budget.budgeted and term is None else None
+        if completion:
+            # One word, maybe unfinished: the best chunks of its most frequent completion nearly all hold it
+            # (a few ms), where the trigram index may hand back much of a large corpus to re-check.
+            completed = _bounded_postings_pass(completion, scope, title_ids, wanted, budget.left_ms(0.5))
+            _add_item_ids(content_ids, completed)
+        cut_short = False
+        if len(content_ids) < limit - len(title_ids):
+            # The trigram index: exact, and fast unless the fragment is common. Past its share, the best
+            # chunks of the rarest complete typed word, as many as the time left allows (a pass the
+            # database cuts short would show nothing, so the pass is sized to end first).
+            by_trigrams = _content_by_trigrams(scope, title_ids + content_ids, wanted, budget.left_ms(0.6))
+            cut_short = by_trigrams is None
+            if by_trigrams is None and term:
+                rarest = _bounded_postings_pass(term, scope, title_ids + content_ids, wanted, budget.left_ms())
+                _add_item_ids(content_ids, rarest)
+            _add_item_ids(content_ids, by_trigrams)
+    if cut_short:
+        logger.info("preview: content matches for %r cut short by the time budget", cleaned[:60])
+    return content_ids
+
+
+def _add_item_ids(item_ids: list[int], rows: list[tuple[Any, ...]] | None) -> None:
+    """Append each row's item id not yet in ``item_ids`` (``rows`` None: a step past its budget, nothing)."""
+    for (item_id,) in rows or []:
+        if item_id not in item_ids:
+            item_ids.append(item_id)
+
+
+def _preview_hits(title_ids: list[int], content_ids: list[int], *, corpus: Corpus, folded: str) -> list[PreviewHit]:
+    """The hits in order, title matches first, each title read from the caller's corpus and marked where
+    it holds the fragment."""
+    ids = title_ids + content_ids
     items = {
         i.pk: i
         for i in ContentItem.objects.filter(pk__in=ids)

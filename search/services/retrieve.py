@@ -2,6 +2,9 @@
 
 lexical lane + vector lane → weighted RRF → rerank → page; access and filters are applied in SQL
 inside each lane (before any cut), so no surface can leak and no page comes back short.
+
+In code: ``_plan_lanes`` → ``_run_lanes`` (the vector lane in a lane thread while this one runs the lexical
+lane, then ``_read_ahead`` until the vector lane answers) → ``_fuse`` (fusion and rerank) → ``_page``.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import wait
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -120,10 +124,35 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
         items_sql = items_qs.values("id").query.sql_with_params()
     except EmptyResultSet:  # the filters can match nothing (e.g. an id past the column's range)
         return RetrievalResult()
-    depth = max(settings.SEARCH["LANE_DEPTH"], offset + query.limit)
     timings: dict[str, float] = {}
-    degraded: list[str] = []
+    plan = _plan_lanes(query, parsed, offset)
+    lanes_run = _run_lanes(query, parsed, corpus, items_qs, items_sql, plan, offset=offset, timings=timings)
+    ordered = _fuse(
+        query, parsed, lanes_run.lexical.hits, lanes_run.vector, reach=offset + query.limit, reads=lanes_run.reads,
+        vector_weight=plan.vector_weight,
+    )
+    result = _page(
+        query, parsed, corpus, ordered, lanes_run, offset=offset, fingerprint=fingerprint, timings=timings,
+        started=started,
+    )
+    search_performed.send(sender=RetrievalQuery, query=query, result=result, corpus=corpus)
+    return result
 
+
+@dataclass(frozen=True)
+class _LanePlan:
+    """Which lanes a search runs, how deep, and the vector lane's fusion weight."""
+
+    lexical: bool
+    vector: bool
+    vector_weight: float
+    depth: int  # the lexical lane's, and the vector lane's when it runs alone
+    vector_depth: int
+    parallel: bool  # the vector lane runs in a lane thread while this one runs the lexical lane
+
+
+def _plan_lanes(query: RetrievalQuery, parsed: query_parser.ParsedQuery, offset: int) -> _LanePlan:
+    depth = max(settings.SEARCH["LANE_DEPTH"], offset + query.limit)
     wants_lexical = parsed.searchable and query.mode != "vector"
     wants_vector = query.mode != "lexical" or query.similar_to is not None
     # In a hybrid search the vector lane counts as much as its embedder was measured to be worth in the
@@ -132,83 +161,125 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
     if wants_lexical and wants_vector and query.similar_to is None:
         vector_weight = lane_weights.vector_weight(vector.lane_model(), parsed.text)
         wants_vector = vector_weight > 0
-
     # Beside a lexical lane the vector lane may hand fusion fewer hits (SEARCH_VECTOR_DEPTH: HNSW cost grows
     # with the depth; 100 measured -9 ms at 100k items but -0.0026 nDCG@10, so the default matches
     # LANE_DEPTH); alone (vector mode, similar_to) it always goes to LANE_DEPTH.
     vector_depth = (
         max(settings.SEARCH["VECTOR_DEPTH"], offset + query.limit) if wants_lexical else depth
     )
-
-    def vector_lane() -> tuple[list[vector.VectorHit], list[str], float]:
-        return _vector_lane(query, parsed, corpus, items_qs, items_sql, vector_depth)
-
     # Both lanes at once when a lane thread is free (search.services.lanes). A lane thread sees committed
     # rows only, so never from inside a transaction (tests, a caller's atomic block).
-    pending = (
-        lanes.lane_pool().submit(vector_lane)
-        if wants_lexical and wants_vector and settings.SEARCH["LANE_THREADS"] and not connection.in_atomic_block
-        else None
+    parallel = bool(
+        wants_lexical and wants_vector and settings.SEARCH["LANE_THREADS"] and not connection.in_atomic_block
     )
-    lex_hits: list[lexical.LexicalHit] = []
-    suggestion: str | None = None
-    expansions: tuple[Any, ...] = ()
-    if wants_lexical:
+    return _LanePlan(wants_lexical, wants_vector, vector_weight, depth, vector_depth, parallel)
+
+
+@dataclass(frozen=True)
+class _LanesRun:
+    """What the lanes found: the lexical outcome (empty when the lane did not run), the vector hits, what
+    degraded the search, and the rows read so far."""
+
+    lexical: lexical.LexicalOutcome
+    vector: list[vector.VectorHit]
+    degraded: tuple[str, ...]
+    reads: _PageReads
+
+
+def _run_lanes(
+    query: RetrievalQuery,
+    parsed: query_parser.ParsedQuery,
+    corpus: str,
+    items_qs: Any,
+    items_sql: tuple[str, Any],
+    plan: _LanePlan,
+    *,
+    offset: int,
+    timings: dict[str, float],
+) -> _LanesRun:
+    """Both lanes (at once when ``plan.parallel``), with the read-ahead while the vector lane finishes.
+    Adds each lane's milliseconds to ``timings``."""
+    vector_lane = partial(_vector_lane, query, parsed, corpus, items_qs, items_sql, plan.vector_depth)
+    pending = lanes.lane_pool().submit(vector_lane) if plan.parallel else None
+    outcome = lexical.LexicalOutcome([])
+    if plan.lexical:
         t = time.perf_counter()
         try:
-            outcome = lexical.lexical_search(parsed=parsed, corpus=corpus, items_sql=items_sql, limit=depth)
+            outcome = lexical.lexical_search(parsed=parsed, corpus=corpus, items_sql=items_sql, limit=plan.depth)
         except BaseException:
             if pending is not None:
                 wait([pending])  # never leave the lane running behind an error
             raise
-        lex_hits, suggestion, expansions = outcome.hits, outcome.suggestion, outcome.expansions
         timings["lexical_ms"] = (time.perf_counter() - t) * 1000
-
-    # While the vector lane is still running (this core would only wait), read what fusion and the page
-    # will most likely need: the lexical hits' items, and the chunks and passages of the lexical lane's
-    # stretch of the page (at 100k items its first 20 keys hold 86% of the fused first page).
-    # Each step is short and none starts once the lane has answered: the read-ahead never delays fusion.
-    reads = _PageReads(parsed, expansions)
+    reads = _PageReads(parsed, outcome.expansions)
     if pending is not None:
-        firsts = _first_per_key(lex_hits, by_item=query.granularity == "item")
-        keys = [(h.item_id, h.chunk_id) for h in firsts]
-        likely = keys[offset : offset + query.limit]
-        steps: list[Callable[[], object]] = [
-            lambda: reads.read_items({item_id for item_id, _ in keys[: offset + 2 * query.limit]}),
-            lambda: reads.read_chunks({chunk_id for _, chunk_id in likely}),
-            *(lambda key=key: reads.prepare(*key) for key in likely),
-            lambda: reads.read_items({h.item_id for h in lex_hits}),
-        ]
-        for step in steps:
-            if pending.done():
-                break
-            step()
-
+        _read_ahead(reads, outcome.hits, pending, by_item=query.granularity == "item", offset=offset,
+                    limit=query.limit)
     vec_hits: list[vector.VectorHit] = []
-    if wants_vector:
+    degraded: list[str] = []
+    if plan.vector:
         vec_hits, lane_degraded, timings["vector_ms"] = pending.result() if pending is not None else vector_lane()
         degraded.extend(lane_degraded)
+    return _LanesRun(outcome, vec_hits, tuple(degraded), reads)
 
-    ordered = _fuse(
-        query, parsed, lex_hits, vec_hits, reach=offset + query.limit, reads=reads, vector_weight=vector_weight
-    )
+
+def _read_ahead(
+    reads: _PageReads,
+    lex_hits: list[lexical.LexicalHit],
+    pending: Future[tuple[list[vector.VectorHit], list[str], float]],
+    *,
+    by_item: bool,
+    offset: int,
+    limit: int,
+) -> None:
+    """While the vector lane is still running (this core would only wait), read what fusion and the page
+    will most likely need: the lexical hits' items, and the chunks and passages of the lexical lane's
+    stretch of the page (at 100k items its first 20 keys hold 86% of the fused first page).
+    Each step is short and none starts once the lane has answered: the read-ahead never delays fusion."""
+    keys = [(h.item_id, h.chunk_id) for h in _first_per_key(lex_hits, by_item=by_item)]
+    likely = keys[offset : offset + limit]
+    steps: list[Callable[[], object]] = [
+        partial(reads.read_items, {item_id for item_id, _ in keys[: offset + 2 * limit]}),
+        partial(reads.read_chunks, {chunk_id for _, chunk_id in likely}),
+        *(partial(reads.prepare, item_id, chunk_id) for item_id, chunk_id in likely),
+        partial(reads.read_items, {h.item_id for h in lex_hits}),
+    ]
+    for step in steps:
+        if pending.done():
+            break
+        step()
+
+
+def _page(
+    query: RetrievalQuery,
+    parsed: query_parser.ParsedQuery,
+    corpus: str,
+    ordered: list[_Candidate],
+    lanes_run: _LanesRun,
+    *,
+    offset: int,
+    fingerprint: str,
+    timings: dict[str, float],
+    started: float,
+) -> RetrievalResult:
+    """The page of ``ordered`` at ``offset``: its hits with their passages and missing words, the cursor to
+    the next page, facets over every candidate, and the timings (``started``: perf_counter at the start)."""
     total = len(ordered)
     page = ordered[offset : offset + query.limit]
     next_cursor = (
         cursor_encode(offset=offset + query.limit, fingerprint=fingerprint) if offset + query.limit < total else None
     )
     facets = _facets(ordered) if query.with_facets else {}
-    coverage = _Coverage.of(parsed, lex_hits, by_item=query.granularity == "item")
-    coverage.settle(page, expansions, corpus)
-    hits = _hits(page, reads, coverage)
-    partial = coverage.partial_match(ordered)
+    lex = lanes_run.lexical
+    coverage = _Coverage.of(parsed, lex.hits, by_item=query.granularity == "item")
+    coverage.settle(page, lex.expansions, corpus)
+    hits = _hits(page, lanes_run.reads, coverage)
+    partial_match = coverage.partial_match(ordered)
     timings["total_ms"] = (time.perf_counter() - started) * 1000
-    result = RetrievalResult(
-        hits=tuple(hits), total=total, partial_match=partial, degraded=tuple(degraded), next_cursor=next_cursor,
-        facets=facets, timings_ms=timings, suggestion=suggestion,
+    return RetrievalResult(
+        hits=tuple(hits), total=total, partial_match=partial_match, degraded=lanes_run.degraded,
+        next_cursor=next_cursor, facets=facets, timings_ms=timings, suggestion=lex.suggestion,
     )
-    search_performed.send(sender=RetrievalQuery, query=query, result=result, corpus=corpus)
-    return result
 
 
 def _fuse(
