@@ -14,7 +14,7 @@ from search.services import importer, indexing, lane_weights
 from search.services.vector import active_space, embeddings_pending, lane_model
 
 # Vector-lane weights --calibrate tries (RRF weight beside the lexical lane's 1.0).
-CALIBRATION_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+CALIBRATION_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)  # the vector lane against lexical (1.0)
 
 
 class Command(BaseCommand):
