@@ -61,7 +61,9 @@ def _term_hits(parsed: ParsedQuery, text: str, language: str) -> int:
 
 
 def win_rate(won: int, decided: int) -> float:
-    return won / decided if decided >= MIN_DECIDED_CITATIONS else 0.0
+    """Won among decided citations, 0–1 (0 below MIN_DECIDED_CITATIONS). Clamped: counts that disagree (more wins
+    than decisions) must not push the factor past ``max_factor``, the bound fusion prunes with."""
+    return min(1.0, max(0.0, won / decided)) if decided >= MIN_DECIDED_CITATIONS else 0.0
 
 
 def max_factor() -> float:
