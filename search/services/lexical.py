@@ -538,8 +538,9 @@ def term_masks(
     bits: list[Fragment] = []
     for i, term in enumerate(parsed.terms):
         extras = extra_by_term.get(i, [])
-        stems = sorted({*term.stems, *(s for e in extras for s in e.stems)})
-        surfaces = sorted({*term.surfaces, *(e.form for e in extras)})
+        # The forms the lane's term-frequency columns can hold (``_identifier_ok``), so both agree.
+        stems = sorted(f for f in {*term.stems, *(s for e in extras for s in e.stems)} if _identifier_ok(f))
+        surfaces = sorted(f for f in {*term.surfaces, *(e.form for e in extras)} if _identifier_ok(f))
         title_q = tsquery_any(term.title_forms, prefix=term.prefix)
         holds = Fragment(
             "c.tf_stem ?| %s::text[] OR c.tf_surface ?| %s::text[] OR c.lex_title @@ %s::tsquery "

@@ -278,8 +278,13 @@ def _page(
         if coverage.unsettled(page) and settings.SEARCH["LANE_THREADS"] and not connection.in_atomic_block
         else None
     )
-    facets = _facets(ordered) if query.with_facets else {}
-    lanes_run.reads.read_page(page)
+    try:
+        facets = _facets(ordered) if query.with_facets else {}
+        lanes_run.reads.read_page(page)
+    except BaseException:
+        if settling is not None:
+            wait([settling])  # never leave the lookup running behind an error
+        raise
     if settling is not None:
         settling.result()
     else:
@@ -482,7 +487,9 @@ class _Coverage:
 
     def partial_match(self, ordered: list[_Candidate]) -> bool:
         """The one definition of ``partial_match`` (``search.types.PARTIAL_MATCH``): the query has words, the
-        search found something, and no hit holds every word."""
+        search found something, and no hit holds every word. Known for every hit the lexical lane scored and
+        every hit of this page; a hit past the page that only the vector lane found counts as lacking words
+        (the lexical lane ranks chunks that hold every word first, so such a hit is rarely complete)."""
         if not self.parsed.searchable or not ordered:
             return False
         return not any(self.masks.get(c.key, 0) == self.full for c in ordered)
@@ -491,7 +498,7 @@ class _Coverage:
 def _hits(page: list[_Candidate], reads: _PageReads, coverage: _Coverage) -> list[Hit]:
     if not page:
         return []
-    reads.read_page(page)
+    reads.read_page(page)  # read already by _page; a no-op unless called on its own
     hits = []
     for cand in page:
         item = reads.items.get(cand.item_id)
