@@ -1,10 +1,10 @@
-"""Spend a request's rate-limit budget (the shared counters of ``search.services.limits``)."""
+"""Spend a request's rate-limit budget (the shared counters of ``accounts.limits``)."""
 
 from __future__ import annotations
 
 from django.http import HttpRequest
 
-from search.services.limits import LimitResult, client_key, rate_limit_hit
+from accounts.limits import LimitResult, client_key, rate_limit_hit
 
 
 def caller_key(request: HttpRequest) -> str:
@@ -14,5 +14,5 @@ def caller_key(request: HttpRequest) -> str:
 
 
 def spend(request: HttpRequest, group: str, *, cost: int = 1) -> LimitResult:
-    """Spend ``cost`` units of the caller's ``group`` budget (a key of ``search.services.limits.RATES``)."""
+    """Spend ``cost`` units of the caller's ``group`` budget (a key of ``accounts.limits.RATES``)."""
     return rate_limit_hit(group=group, key=caller_key(request), cost=cost)

@@ -1,6 +1,6 @@
 """The admin's "explain" button: re-run a logged search and show PostgreSQL's plan of each statement.
 
-The search is re-run through ``search.services.retrieve`` (the real engine, nothing copied) while
+The search is re-run through ``search.engine.retrieve`` (the real engine, nothing copied) while
 ``connection.execute_wrapper`` captures its SQL. Each captured ``SELECT`` is then explained with
 ``EXPLAIN (ANALYZE, BUFFERS)`` inside a READ ONLY transaction that is rolled back, after replaying the
 ``SET`` statements the engine issued (e.g. HNSW scan settings), under a statement timeout. Nothing is
@@ -20,8 +20,8 @@ from django.db import DatabaseError, connection, transaction
 from analytics.models import QueryLog
 from analytics.receivers import EXPLAIN_SURFACE
 from analytics.services import filters_from_json
+from search.engine.retrieve import retrieve
 from search.principal import ANONYMOUS, Principal
-from search.services import retrieve
 from search.types import SITE_THRESHOLD, RetrievalQuery, RetrievalResult
 
 MAX_STATEMENTS = 20

@@ -29,7 +29,7 @@ from analytics.models import ContentGap, QueryLog
 from search.errors import InvalidQuery
 from search.models import Synonym, normalize_terms
 from search.principal import Principal
-from search.query_parser import normalize_query_text
+from search.text.query_parser import normalize_query_text
 from search.types import RetrievalQuery, RetrievalResult, SearchFilters
 
 logger = logging.getLogger(__name__)

@@ -12,13 +12,13 @@ from django.views.decorators.http import require_GET, require_POST
 from django_ratelimit.core import get_usage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from accounts.limits import LimitResult
 from adapters.http import csrf_failure_response, error_response, rate_limited_response
 from adapters.limits import caller_key
 from analytics import metrics, services
 from search.errors import SearchError
 from search.principal import principal_for_user
-from search.query_parser import validate_query_text
-from search.services.limits import LimitResult
+from search.text.query_parser import validate_query_text
 
 logger = logging.getLogger(__name__)
 

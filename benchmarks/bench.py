@@ -2,7 +2,7 @@
 
 For each corpus size, in its own scratch database (``scratch_db``; never the user's):
 1. build the corpus (``bench_corpus``: SciFact text, the build's own columns, hash-provider vectors);
-2. time, in process, with warm-up: the live preview (``selectors.preview_search``), the lexical lane,
+2. time, in process, with warm-up: the live preview (``preview.preview_search``), the lexical lane,
    the vector lane and hybrid ``retrieve()``; then the baselines on the same data and queries:
    substring ILIKE without a trigram index, stock ``ts_rank`` over a GIN index with an OR query, and
    an exact vector scan that cannot use the HNSW index;
@@ -39,10 +39,12 @@ from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 
 from benchmarks import bench_corpus, bench_http, scratch_db
-from search import analysis, query_parser, selectors
+from search.engine import embeddings, lexical, preview, vector
+from search.engine.retrieve import retrieve
+from search.engine.scope import ItemScope
+from search.engine.sql import Fragment
 from search.principal import ANONYMOUS
-from search.services import embeddings, lexical, vector
-from search.services.retrieve import retrieve, searchable_items
+from search.text import analysis, query_parser
 from search.types import RetrievalQuery
 
 PATHS = (
@@ -144,14 +146,14 @@ def percentiles(values: list[float]) -> dict[str, float]:
 # --- the paths ---
 
 
-def _items_sql() -> tuple[str, list[Any]]:
-    query = RetrievalQuery(text="x", principal=ANONYMOUS)
-    sql, params = searchable_items(query, "live").values("id").query.sql_with_params()
-    return sql, list(params)
+def _items_sql() -> Fragment:
+    items = ItemScope.of(ANONYMOUS).items_sql()
+    assert items is not None  # no filters: the access rule alone always compiles
+    return items
 
 
 def path_preview(text: str) -> Any:
-    return selectors.preview_search(principal=ANONYMOUS, text=text, limit=PREVIEW_LIMIT)
+    return preview.preview_search(principal=ANONYMOUS, text=text, limit=PREVIEW_LIMIT)
 
 
 def path_lexical(text: str) -> Any:
@@ -195,12 +197,12 @@ def path_hybrid_real_embedding(text: str) -> Any:
     provider = RealQueryEmbedding(corpus_provider, real)
     # never answered from the cache (the lane embeds the parsed text)
     vector.query_embedding_forget(query_parser.parse(text).text, provider=provider)
-    original = vector.get_provider
-    vector.get_provider = lambda: provider  # type: ignore[assignment]
+    original = vector.get_provider  # type: ignore[attr-defined]
+    vector.get_provider = lambda: provider  # type: ignore[attr-defined]
     try:
         return path_hybrid(text)
     finally:
-        vector.get_provider = original  # type: ignore[assignment]
+        vector.get_provider = original  # type: ignore[attr-defined]
 
 
 def _like(text: str) -> str:
@@ -209,7 +211,8 @@ def _like(text: str) -> str:
 
 def baseline_ilike(text: str) -> list[int]:
     """The preview done naively: ILIKE on the raw title, then on the raw chunk text (no trigram index)."""
-    items_sql, items_params = _items_sql()
+    items = _items_sql()
+    items_sql, items_params = items.sql, list(items.params)
     pattern = _like(query_parser.normalize_query_text(text))
     with connection.cursor() as cursor:
         cursor.execute(
@@ -250,7 +253,8 @@ def baseline_ts_rank_build() -> float:
 
 def baseline_ts_rank(text: str) -> list[tuple[int, int]]:
     """``ts_rank`` over the GIN index with the query's words OR-ed (AND would miss most claims)."""
-    items_sql, items_params = _items_sql()
+    items = _items_sql()
+    items_sql, items_params = items.sql, list(items.params)
     with connection.cursor() as cursor:
         cursor.execute(
             "WITH q AS (SELECT replace(plainto_tsquery('english', %s)::text, ' & ', ' | ')::tsquery AS q) "
@@ -269,7 +273,8 @@ def baseline_exact_vector(text: str) -> list[tuple[int, int, float]]:
     space = vector.active_space()
     dims = int(space.dimensions)
     literal = "[" + ",".join(repr(float(v)) for v in qvec) + "]"
-    items_sql, items_params = _items_sql()
+    items = _items_sql()
+    items_sql, items_params = items.sql, list(items.params)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT c.id, c.item_id, 1 - ((c.embedding::vector({dims})) <=> %s::vector({dims})) "
@@ -621,7 +626,7 @@ def preview_completeness(texts: list[str]) -> dict[str, Any]:
         "with_matches": len(with_matches),
         "showed_some": sum(1 for w, _ in with_matches if w),
         "showed_all": sum(1 for w, u in with_matches if w >= u),
-        "budgeted": selectors.preview_budgeted(),
+        "budgeted": preview.preview_budgeted(),
     }
 
 

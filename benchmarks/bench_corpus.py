@@ -37,14 +37,15 @@ from django.db import connection, connections, models, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from search import analysis
+from search.engine import vector
+from search.engine.embeddings import HashEmbedder
+from search.engine.vector import chunk_embedding_text
 from search.errors import SearchError
 from search.models import Chunk, ContentItem, ContentType, IndexState, Revision, SystemFlag
-from search.services import indexing, vector
-from search.services.chunking import chunk_markdown
+from search.services import indexing
 from search.services.content import revision_hash
-from search.services.embeddings import HashEmbedder
-from search.services.vector import chunk_embedding_text
+from search.text import analysis
+from search.text.chunking import chunk_markdown
 
 # Bump when the generator changes: a kept database built by another version is rebuilt.
 GENERATOR_VERSION = 1

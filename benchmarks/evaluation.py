@@ -173,7 +173,7 @@ def baseline_rrf(
     first: Callable[[str], list[str]], second: Callable[[str], list[str]], *, k: int = 60, limit: int = 100
 ) -> Callable[[str], list[str]]:
     """Plain reciprocal rank fusion (k = 60, equal weights) of two systems: the simple peer of hybrid."""
-    from search.services.fusion import rrf
+    from search.engine.fusion import rrf
 
     def search(text: str) -> list[str]:
         scores = rrf([first(text), second(text)], k=k)
@@ -183,9 +183,9 @@ def baseline_rrf(
 
 
 def engine_search(mode: str, *, threshold: float, limit: int = 100) -> Callable[[str], list[str]]:
+    from search.engine.embeddings import provider_warm
+    from search.engine.retrieve import retrieve
     from search.principal import Principal
-    from search.services import retrieve
-    from search.services.embeddings import provider_warm
     from search.types import RetrievalQuery
 
     staff = Principal(kind="staff", all_content=True)

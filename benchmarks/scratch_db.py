@@ -15,8 +15,8 @@ from urllib.parse import quote
 
 from django.db import DatabaseError, connection
 
+from search.engine.lanes import lane_pool_close
 from search.errors import SearchError
-from search.services.lanes import lane_pool_close
 
 # Scratch databases are recognisable by name; ``scratch_database`` refuses any other name, so a
 # mistyped option can never migrate, fill or drop the user's database.
@@ -62,7 +62,7 @@ def scratch_database(*, name: str, copy_embedding_cache: bool = False, keep: boo
     original_test_name = test_settings.get("NAME")
     test_settings["NAME"] = name
     fresh: list[tuple[str, str, str]] = []
-    # Lane threads keep connections open (search.services.lanes): closed on the way in, so none stays on
+    # Lane threads keep connections open (search.engine.lanes): closed on the way in, so none stays on
     # the user's database while searches should run here, and on the way out, so the drop can proceed.
     lane_pool_close()
     try:

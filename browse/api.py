@@ -29,11 +29,11 @@ from browse.presenters import hit_json, preview_json
 from browse.schemas import PreviewRequest, SearchRequest, parse_model
 from presets import selectors as preset_selectors
 from presets import services as preset_services
-from search import selectors
+from search.engine import preview
+from search.engine.retrieve import retrieve
 from search.errors import SearchError
 from search.filter_params import filters_from_params
 from search.principal import principal_for_user
-from search.services import retrieve
 from search.types import RetrievalQuery
 
 logger = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ def search_preview(request: HttpRequest) -> JsonResponse:
         return rate_limited_response(limit.retry_after, "previews")
     principal = principal_for_user(request.user)
     try:
-        hits = selectors.preview_search(principal=principal, text=params.q, limit=params.limit)
+        hits = preview.preview_search(principal=principal, text=params.q, limit=params.limit)
     except SearchError as exc:
         return search_error_response(exc)
     results = [preview_json(h) for h in hits]

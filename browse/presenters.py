@@ -1,4 +1,4 @@
-"""View models for templates: engine hits and items → cards. Highlighting goes through search.highlight."""
+"""View models for templates: engine hits and items → cards. Highlighting goes through search.text.highlight."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from typing import Any, TypedDict
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from search.highlight import highlight_html, plain_passage
+from search.engine.preview import PreviewHit
 from search.models import ContentType, ReviewStatus
 from search.principal import Principal
-from search.selectors import PreviewHit, item_revision
-from search.selectors_browse import CardExtras, card_extras
-from search.selectors_closed import ClosedItem
+from search.selectors.catalogue import CardExtras, card_extras
+from search.selectors.closed import ClosedItem
+from search.selectors.items import item_revision
+from search.text.highlight import highlight_html, plain_passage
 from search.types import Hit
 
 EXCERPT_CHARS = 240

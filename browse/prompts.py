@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from browse.presenters import label
 from search.filter_params import filters_from_params
-from search.selectors_browse import top_domains
+from search.selectors.catalogue import top_domains
 
 FILTER_CARD_KEYS = frozenset({"domain", "content_type", "include_qa", "source", "date_from", "freshness", "layer"})
 

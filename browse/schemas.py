@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from search.errors import InvalidQuery
-from search.query_parser import validate_query_text
+from search.text.query_parser import validate_query_text
 from search.types import MAX_LIMIT, MAX_QUERY_CHARS, PREVIEW_MAX_LIMIT, SITE_THRESHOLD
 
 PREVIEW_DEFAULT_LIMIT = 8

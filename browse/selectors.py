@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from search.models import UserProfile
+from accounts.models import UserProfile
 
 
 def primary_focus(*, user_id: int | None) -> str:

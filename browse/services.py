@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from accounts.models import UserProfile
 from search.errors import InvalidQuery
-from search.models import UserProfile
 
 
 def profile_set_focus(*, user_id: int, focus: str) -> None:

@@ -16,6 +16,7 @@ from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.models import UserProfile
 from adapters.limits import spend
 from analytics.selectors import popular_topics as popular_queries
 from browse import presenters, prompts
@@ -23,16 +24,15 @@ from browse import selectors as browse_selectors
 from browse import services as browse_services
 from browse.markdown import render_markdown
 from presets import selectors as preset_selectors
-from search import selectors
+from search.engine.retrieve import retrieve
 from search.errors import InvalidCursor, NotFound, SearchError
 from search.filter_params import FILTER_PARAMS, filters_from_params, has_filters, params_from_filters
-from search.models import UserProfile
 from search.principal import Principal, principal_for_user
-from search.query_parser import validate_query_text
-from search.selectors_browse import filter_options, popular_topics
-from search.selectors_closed import closed_placeholders
-from search.services import retrieve
-from search.services.reads import item_mark_read
+from search.selectors import items as selectors
+from search.selectors.catalogue import filter_options, popular_topics
+from search.selectors.closed import closed_placeholders
+from search.services.item_reads import item_mark_read
+from search.text.query_parser import validate_query_text
 from search.types import DEFAULT_LIMIT, RetrievalQuery, SearchFilters
 
 logger = logging.getLogger(__name__)

@@ -15,6 +15,6 @@ app.autodiscover_tasks()
 @worker_process_init.connect
 def _embedding_model_warm(**_: object) -> None:
     """Each worker process loads the query-embedding model before it takes a task."""
-    from search.services.vector import lane_warm
+    from search.engine.vector import lane_warm
 
     lane_warm()

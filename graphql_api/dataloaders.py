@@ -17,9 +17,9 @@ from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 from graphql_api.context import get_principal
+from search.engine.scope import corpus_for
 from search.models import ContentItem, Revision
 from search.principal import Principal
-from search.selectors import corpus_for
 from search.types import Corpus
 
 K = TypeVar("K", bound=Hashable)

@@ -1,6 +1,6 @@
 """Root resolvers: turn GraphQL arguments into engine values, call a service or selector, hand back.
 
-No retrieval, ranking or access logic lives here: ``search.services.retrieve`` and
+No retrieval, ranking or access logic lives here: ``search.engine.retrieve`` and
 ``search.selectors`` decide what a principal finds and reads.
 """
 
@@ -15,12 +15,13 @@ from graphql_api.context import get_principal, get_user
 from graphql_api.dataloaders import ContentItemByIdLoader
 from graphql_api.errors import from_search_error, graphql_error
 from graphql_api.types import ResultNode, enum_value
+from search.engine.retrieve import retrieve
+from search.engine.scope import corpus_for
 from search.errors import InvalidQuery, NotFound, SearchError
 from search.filters import LIST_FILTERS, InvalidFilter
-from search.query_parser import validate_query_text
-from search.selectors import ItemPage, corpus_for, item_get, items_list
-from search.selectors_closed import closed_hits
-from search.services import retrieve
+from search.selectors.closed import closed_hits
+from search.selectors.items import ItemPage, item_get, items_list
+from search.text.query_parser import validate_query_text
 from search.types import MAX_LIMIT, SITE_THRESHOLD, Corpus, RetrievalQuery, SearchFilters
 
 _FILTERS = (

@@ -9,6 +9,7 @@ from typing import Any
 
 import graphene
 
+from accounts.limits import RATES
 from graphql_api import resolvers
 from graphql_api.mutations.presets import PresetCreate, PresetDelete, PresetRename, PresetRestore
 from graphql_api.mutations.recent_searches import RecentSearchAdd, RecentSearchesClear
@@ -23,7 +24,6 @@ from graphql_api.types import (
     SearchInput,
     SearchResult,
 )
-from search.services.limits import RATES
 
 
 class Query(graphene.ObjectType):

@@ -11,10 +11,10 @@ from graphene.types.generic import GenericScalar
 from graphql_api.dataloaders import ContentItemByIdLoader, RevisionByIdLoader
 from presets.models import Preset as PresetModel
 from search.filters import MAX_FRESHNESS_DAYS, MAX_LANGUAGE_CHARS, MAX_REVIEW_DUE_DAYS, MAX_VALUE_CHARS, MAX_VALUES
-from search.highlight import highlight_html
 from search.models import ContentItem
 from search.models import Revision as RevisionModel
-from search.selectors import ItemPage
+from search.selectors.items import ItemPage
+from search.text.highlight import highlight_html
 from search.types import MISSING_WORDS, PARTIAL_MATCH, Hit, RetrievalResult
 
 # --- enums ---------------------------------------------------------------------------------------------

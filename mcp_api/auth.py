@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.http import HttpRequest
 
+from accounts.api_keys import ApiKeyInvalid, api_key_authenticate
 from search.principal import ANONYMOUS, Principal
-from search.services.api_keys import ApiKeyInvalid, api_key_authenticate
 
 _BEARER_RE = re.compile(r"^Bearer[ \t]+(\S+)[ \t]*$", re.IGNORECASE)
 

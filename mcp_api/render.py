@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from search.analysis import INVISIBLE_RE
+from search.text.analysis import INVISIBLE_RE
 
 MAX_MARKDOWN_CHARS = 10_000
 # C0/C1 control characters other than tab and newline.

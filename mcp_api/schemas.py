@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from search.filters import MAX_LANGUAGE_CHARS, MAX_REVIEW_DUE_DAYS, MAX_VALUE_CHARS
 from search.models import ContentType
-from search.selectors_read import MAX_NEIGHBOURS
+from search.selectors.revisions import MAX_NEIGHBOURS
 from search.types import MAX_QUERY_CHARS, MCP_MAX_LIMIT, MISSING_WORDS, PARTIAL_MATCH
 
 MATCH_ID_PATTERN = r"^[ci][1-9][0-9]{0,17}$"

@@ -33,14 +33,15 @@ from mcp_api.schemas import (
     ToolArgs,
 )
 from presets.services import preset_filters, preset_list, preset_resolve
-from search.cursors import cursor_decode, cursor_encode
+from search.engine.cursors import cursor_decode, cursor_encode
+from search.engine.retrieve import retrieve
+from search.engine.scope import corpus_for
 from search.errors import InvalidQuery, NotFound
 from search.filters import InvalidFilter
 from search.principal import Principal
-from search.query_parser import validate_query_text
-from search.selectors import corpus_for, item_get
-from search.selectors_read import ReadView, item_quality, item_read, passage_read
-from search.services import retrieve
+from search.selectors.items import item_get
+from search.selectors.revisions import ReadView, item_quality, item_read, passage_read
+from search.text.query_parser import validate_query_text
 from search.types import Corpus, Hit, RetrievalQuery, RetrievalResult, SearchFilters, lanes_text
 
 TOC_MARKDOWN_ENTRIES = 40

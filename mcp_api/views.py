@@ -21,9 +21,9 @@ from mcp_server.views import MCPServerStreamableHttpView
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 
+from accounts.limits import client_key, rate_limit_hit
 from mcp_api.auth import AuthenticationFailed, origin_allowed, request_principal
 from mcp_api.server import mcp_server
-from search.services.limits import client_key, rate_limit_hit
 
 # JSON-RPC "server error" range; the HTTP status carries the meaning, the message says what to do.
 _ERROR_CODE = -32001

@@ -32,7 +32,7 @@ from presets.errors import (
 from presets.models import NAME_MAX_CHARS, RECENT_QUERY_MAX_CHARS, RECENT_SEARCHES_KEPT, Preset, RecentSearch
 from presets.params import apply_params, filters_from_params, normalize_params, params_identity
 from search.errors import InvalidQuery
-from search.query_parser import normalize_query_text
+from search.text.query_parser import normalize_query_text
 from search.types import SearchFilters
 
 NAME_MIN_CHARS = 1

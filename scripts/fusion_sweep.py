@@ -27,26 +27,25 @@ def dump(args: argparse.Namespace) -> None:
 
     django.setup()
     from benchmarks import evaluation
-    from search import query_parser
+    from search.engine import lexical, vector
     from search.models import ContentItem
     from search.principal import Principal
-    from search.services import importer, indexing, lexical, vector
-    from search.types import RetrievalQuery
+    from search.services import importer, indexing
+    from search.text import query_parser
 
     dataset = evaluation.dataset_load(args.dataset, args.split)
     out: dict[str, dict[str, list[list[float | str]]]] = {}
     with evaluation.evaluation_database():
         importer.import_path(dataset.corpus, fmt="beir", publish=True, defaults={"language": args.language})
         indexing.index_rebuild()
-        from search.services.embeddings import provider_warm
+        from search.engine.embeddings import provider_warm
 
         provider_warm()
         ids = dict(ContentItem.objects.values_list("pk", "external_id"))
         staff = Principal(kind="staff", all_content=True)
-        from search.services.retrieve import searchable_items
+        from search.engine.scope import ItemScope
 
-        items_sql = searchable_items(RetrievalQuery(text="x", principal=staff, corpus="latest"), "latest").values(
-            "id").query.sql_with_params()
+        items_sql = ItemScope.of(staff, "latest").items_sql()
         for n, (qid, text) in enumerate(dataset.queries.items()):
             parsed = query_parser.parse(text[:2000])
             lex = lexical.lexical_search(parsed=parsed, corpus="latest", items_sql=items_sql, limit=200).hits

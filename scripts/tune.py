@@ -24,7 +24,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 
 from benchmarks import evaluation  # noqa: E402
-from search.services import rerank  # noqa: E402
+from search.engine import rerank  # noqa: E402
 
 
 def _measures(r: dict) -> str:

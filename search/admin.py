@@ -20,7 +20,6 @@ from search.models import (
     JobRun,
     Revision,
     SystemFlag,
-    UserProfile,
 )
 from search.services import content, indexing
 
@@ -226,12 +225,6 @@ class CitationAdmin(admin.ModelAdmin):
     list_filter = ["outcome"]
     search_fields = ["bid_reference", "item__external_id"]
     autocomplete_fields = ["item"]
-
-
-@admin.register(UserProfile)
-class UserProfileAdmin(admin.ModelAdmin):
-    list_display = ["user", "primary_focus"]
-    list_filter = ["primary_focus"]
 
 
 @admin.register(IndexState)

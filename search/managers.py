@@ -46,7 +46,7 @@ class ContentItemQuerySet(models.QuerySet):
 
     def apply_filters(self, filters: SearchFilters, *, user_id: int | None = None) -> ContentItemQuerySet:
         """The engine's filters; ``InvalidQuery`` for a text value PostgreSQL cannot receive (NUL, surrogate)."""
-        from search.query_parser import check_filter_text
+        from search.text.query_parser import check_filter_text
 
         qs = self
         for field_name, values in (

@@ -156,12 +156,12 @@ class Chunk(models.Model):
     body_len = models.PositiveIntegerField(default=0)
     title_len = models.PositiveIntegerField(default=0)
     folded_text = models.TextField(blank=True, help_text="Lower-cased, accent-folded text for substring preview.")
-    # The chunk's own language (search.language.chunk_language): its text's when that is clear, else the
+    # The chunk's own language (search.text.language.chunk_language): its text's when that is clear, else the
     # item's. The build stems the chunk in it; fusion weighs the vector lane by it. Empty until built.
     language = models.CharField(max_length=8, blank=True, default="")
     indexed = models.BooleanField(default=False)
     # The vector column has no fixed dimension: each model gets a partial HNSW index cast to its own
-    # dimension (search.services.vector), so vectors of different models are never compared.
+    # dimension (search.engine.vector), so vectors of different models are never compared.
     embedding = VectorField(null=True)
     embedding_model = models.CharField(max_length=120, blank=True, db_index=True)
     # sha256 of the chunk's embedding text (vector.chunk_embedding_text), written when the chunk is embedded
@@ -263,19 +263,6 @@ class Citation(models.Model):
         return f"{self.bid_reference} ({self.outcome})"
 
 
-class UserProfile(models.Model):
-    class Focus(models.TextChoices):
-        BID_WRITING = "bid_writing", "Bid writing"
-        ACCOUNT_MANAGEMENT = "account_management", "Account management"
-        MARKETING = "marketing", "Marketing"
-
-    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="profile")
-    primary_focus = models.CharField(max_length=30, choices=Focus.choices, blank=True)
-
-    def __str__(self) -> str:
-        return f"{self.user} ({self.primary_focus or 'unset'})"
-
-
 class ItemRead(models.Model):
     """An item a signed-in user has opened (feeds the unread-only filter)."""
 
@@ -285,23 +272,6 @@ class ItemRead(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "item"], name="item_read_unique")]
-
-
-class ApiKey(models.Model):
-    """A key for programmatic access (MCP). Stored hashed; only the prefix is shown again."""
-
-    name = models.CharField(max_length=100)
-    prefix = models.CharField(max_length=16, unique=True)
-    key_hash = models.CharField(max_length=64)
-    all_content = models.BooleanField(default=True, help_text="Read everything; otherwise only `groups`.")
-    groups = models.ManyToManyField(Group, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.prefix}…)"
 
 
 class SystemFlag(models.Model):
@@ -402,13 +372,13 @@ class Synonym(models.Model):
         self.terms = normalize_terms(list(self.terms or []))
         self.language = (self.language or "").strip().lower()
         super().save(*args, **kwargs)
-        from search.services.expansion import synonyms_invalidate  # services import models: not at the top
+        from search.engine.expansion import synonyms_invalidate  # services import models: not at the top
 
         synonyms_invalidate()  # the engine caches synonym sets; a change applies to the next search
 
     def delete(self, *args: Any, **kwargs: Any) -> Any:
         result = super().delete(*args, **kwargs)
-        from search.services.expansion import synonyms_invalidate
+        from search.engine.expansion import synonyms_invalidate
 
         synonyms_invalidate()
         return result

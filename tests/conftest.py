@@ -12,10 +12,10 @@ def _clear_cache():
 
 @pytest.fixture(scope="session", autouse=True)
 def _lane_threads_closed_before_the_database_goes(django_db_setup, django_db_blocker):
-    """Lane threads (search.services.lanes) hold connections to the test database: close them before
+    """Lane threads (search.engine.lanes) hold connections to the test database: close them before
     pytest-django drops it."""
     yield
-    from search.services.lanes import lane_pool_close
+    from search.engine.lanes import lane_pool_close
 
     lane_pool_close()
 

@@ -29,8 +29,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
+from accounts.api_keys import api_key_create
 from search.services import content
-from search.services.api_keys import api_key_create
 from search.types import SITE_THRESHOLD
 from tests.factories import build, make_item
 from tests.mcp_api.client import asgi_server, mcp_call, mcp_calls, mcp_find_ids

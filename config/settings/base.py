@@ -28,6 +28,7 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "graphene_django",
     "search",
+    "accounts",
     "presets",
     "browse",
     "graphql_api",
@@ -207,7 +208,7 @@ SEARCH: dict[str, Any] = {
     # Hits of the vector lane in a hybrid search (alone, it goes to LANE_DEPTH): see docs/benchmarks.md.
     "VECTOR_DEPTH": env.env_int("SEARCH_VECTOR_DEPTH", 200, minimum=10, maximum=2000),
     # Threads (each with a database connection) that run the vector lane beside the lexical lane;
-    # 0 runs the lanes one after the other (search.services.lanes).
+    # 0 runs the lanes one after the other (search.engine.lanes).
     "LANE_THREADS": env.env_int("SEARCH_LANE_THREADS", 4, minimum=0, maximum=64),
     # Server time the live preview may take, all its steps (titles, then content) and reading its hits
     # included (search.selectors).
@@ -224,7 +225,7 @@ SEARCH: dict[str, Any] = {
 # Content changes enqueue a debounced index build on the Celery worker. Off in tests, which build
 # explicitly; commands such as import_content always finish with a build of their own.
 SEARCH_AUTO_BUILD = env.env_bool("SEARCH_AUTO_BUILD", True)
-RATELIMIT_FAIL_OPEN = True  # a dead cache must not stop search (search.services.limits logs it)
+RATELIMIT_FAIL_OPEN = True  # a dead cache must not stop search (accounts.limits logs it)
 
 # --- MCP (/mcp, mcp_api) ---
 # Browsers may call /mcp only from these origins (DNS-rebinding guard); a request without an Origin

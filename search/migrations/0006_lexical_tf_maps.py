@@ -3,7 +3,7 @@
 import django.contrib.postgres.indexes
 from django.db import migrations, models
 
-# The term statistics now count the keys of the term-frequency maps (see search/services/lexical.py).
+# The term statistics now count the keys of the term-frequency maps (see search/engine/lexical.py).
 DROP_STATS = "DROP MATERIALIZED VIEW IF EXISTS search_term_stats;"
 CREATE_STATS = """
 CREATE MATERIALIZED VIEW search_term_stats AS

@@ -4,7 +4,7 @@ The live preview matches a typed fragment as a substring of ``search_chunk.folde
 ``search_revision.title_folded``. A fragment of several words can only occur where each two of its
 consecutive pieces stand side by side, so when one such pair occurs nowhere the preview knows at once that
 nothing matches, instead of checking candidates until its time budget runs out (at 100k items half of the
-typed fragments match nothing). See ``search.selectors.fragment_absent``.
+typed fragments match nothing). See ``search.engine.preview.fragment_absent``.
 
 - ``search_text_pairs(anonymous, tail_rev, head)``: the left piece's last ``PIECE_CHARS`` characters reversed
   (so a fragment's first piece, which may be the end of a longer word, is a prefix lookup) and the right
@@ -26,8 +26,8 @@ typed fragments match nothing). See ``search.selectors.fragment_absent``.
 
 from django.db import migrations
 
-PIECE_CHARS = 64  # search.selectors.TEXT_PAIR_CHARS
-SENTENCE_ENDS = "'.', '?', '!', ';', ':'"  # search.selectors.TEXT_PAIR_BREAKS
+PIECE_CHARS = 64  # search.engine.preview.TEXT_PAIR_CHARS
+SENTENCE_ENDS = "'.', '?', '!', ';', ':'"  # search.engine.preview.TEXT_PAIR_BREAKS
 
 FORWARD = f"""
 CREATE TABLE search_text_pairs (

@@ -5,7 +5,7 @@ one piece ("coatme", a typo of a single word: the commonest thing typed into a s
 at 100k items it ran the preview's whole time budget and showed nothing. Wherever such a fragment occurs it
 lies inside one piece of the text, so one trigram-index probe of the distinct pieces rules it out, exactly.
 The same table checks the pieces of a longer fragment that no pair check covers (a first piece under 3
-characters, a pair across a sentence end). See ``search.selectors.fragment_absent``.
+characters, a pair across a sentence end). See ``search.engine.preview.fragment_absent``.
 
 - ``search_text_pieces(anonymous, piece)``: whole pieces (no length cut: a fragment may sit anywhere in a
   long one), in the same two scopes as the pairs (``anonymous = true``: text anonymous visitors may read).

@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 def refold_titles(apps, schema_editor):  # type: ignore[no-untyped-def]
     """Titles holding a letter the new folding changes get their folded copy (the live preview's) anew."""
-    from search.analysis import folded_text
+    from search.text.analysis import folded_text
 
     Revision = apps.get_model("search", "Revision")
     for revision in Revision.objects.filter(title__regex="[\u0649\u0629\u0671]").only("pk", "title"):

@@ -3,11 +3,11 @@
 ``search_term_stats`` already held body written forms (``surface``) and title words (``title``); keywords
 and the content type were there only as stems (``meta``), and a stem is not a word to suggest. This adds:
 
-- ``search_fold(text)``: the SQL twin of ``search.analysis.fold`` (lower-case, NFKD, combining marks and
+- ``search_fold(text)``: the SQL twin of ``search.text.analysis.fold`` (lower-case, NFKD, combining marks and
   tatweel removed, NFC, Arabic letter variants folded), its mark ranges taken from Python's ``unicodedata``
   when the migration runs, so both fold alike (pinned by ``tests/search/test_suggestions.py``);
 - ``search_keyword_words(ai_keywords, content_type)``: the folded words of an item's keywords and content
-  type, split as ``search.analysis.tokens`` splits (on anything but letters and digits, French elisions
+  type, split as ``search.text.analysis.tokens`` splits (on anything but letters and digits, French elisions
   dropped; a word may repeat), and a GIN index on it, so "may this reader see an item with this keyword
   word?" is one probe;
 - a ``keyword`` field in ``search_term_stats`` (document frequency: chunks of items with the word), in the
@@ -36,7 +36,7 @@ def _mark_ranges() -> str:
 
 
 MARKS = _mark_ranges()
-# search.analysis.FRENCH_ELISIONS and APOSTROPHES, frozen here: a change there needs a new migration.
+# search.text.analysis.FRENCH_ELISIONS and APOSTROPHES, frozen here: a change there needs a new migration.
 ELISIONS = "l|d|j|m|n|s|t|c|qu|jusqu|lorsqu|puisqu|quoiqu"
 APOSTROPHES = "'\u2019\u02bc\u2018`\u00b4".replace("'", "''")
 

@@ -1,9 +1,1 @@
-"""Services of the search app. Surfaces call ``retrieve`` (and nothing lower) for search.
-
-The submodule ``search.services.retrieve`` has the same name as the function; binding the function here
-keeps ``from search.services import retrieve`` a function in every import order.
-"""
-
-from search.services.retrieve import retrieve
-
-__all__ = ["retrieve"]
+"""Writes of the search app: content, imports, the index build, embeddings, governance and jobs."""

@@ -13,9 +13,9 @@ from django.db.models import Max
 from django.utils import timezone
 from django.utils.text import slugify
 
-from search.analysis import folded_text
 from search.models import Chunk, ContentItem, IndexState, Revision
-from search.services.chunking import chunk_markdown
+from search.text.analysis import folded_text
+from search.text.chunking import chunk_markdown
 
 
 def revision_hash(*, title: str, body: str, summary: str) -> str:
@@ -54,7 +54,7 @@ def revision_chunk(*, revision: Revision) -> int:
         overlap=settings.SEARCH["CHUNK_OVERLAP_CHARS"],
     )
     if not specs:  # an empty body still gets a chunk so the title is searchable
-        from search.services.chunking import ChunkSpec
+        from search.text.chunking import ChunkSpec
 
         specs = [ChunkSpec(0, "", "", 0, 0)]
     item = revision.item

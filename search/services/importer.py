@@ -19,10 +19,10 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from search import language
 from search.errors import ImportFailed
 from search.models import ContentItem, Visibility
 from search.services import content
+from search.text import language
 
 Format = Literal["beir", "jsonl", "markdown"]
 BATCH_SIZE = 200

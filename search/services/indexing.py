@@ -19,8 +19,8 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from search import analysis, language
 from search.models import Chunk, ContentItem, IndexState
+from search.text import analysis, language
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def stats_refresh() -> None:
 
 def index_rebuild(*, progress: Progress | None = None, embed: bool = True) -> dict[str, Any]:
     """The whole build: columns, embeddings of the active model, statistics, vector index."""
-    from search.services import vector
+    from search.engine import vector
 
     started = time.monotonic()
     state, _ = IndexState.objects.get_or_create(pk=1)

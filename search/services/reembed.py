@@ -40,10 +40,10 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from search.engine import vector
+from search.engine.embeddings import EmbeddingProvider, embed_documents, get_provider, text_hash
 from search.errors import EmbeddingUnavailable
 from search.models import Chunk, EmbeddingCache, EmbeddingSpace
-from search.services import vector
-from search.services.embeddings import EmbeddingProvider, embed_documents, get_provider, text_hash
 
 logger = logging.getLogger(__name__)
 

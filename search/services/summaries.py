@@ -27,9 +27,9 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from search import analysis
 from search.errors import SearchError
 from search.models import ContentItem, Revision
+from search.text import analysis
 
 logger = logging.getLogger(__name__)
 

@@ -82,7 +82,7 @@ def test_a_bad_allow_list_entry_says_how_to_fix_it() -> None:
 
 def test_zero_result_and_degraded_searches_are_counted(client: Client, corpus: Any, monkeypatch: Any) -> None:
     # given
-    from search.services import vector
+    from search.engine import vector
 
     def sample(name: str, **labels: str) -> float:
         return metrics.REGISTRY.get_sample_value(name, labels) or 0.0

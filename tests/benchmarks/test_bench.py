@@ -15,8 +15,8 @@ from django.db import connection
 from django.test import override_settings
 
 from benchmarks import bench, bench_corpus, bench_http, scratch_db
+from search.engine.embeddings import HashEmbedder
 from search.errors import SearchError
-from search.services.embeddings import HashEmbedder
 from tests.search.test_text_pairs import missing_text_pairs, missing_text_pieces
 
 SENTENCES = [

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from search.services.limits import rate_limit_hit
+from accounts.limits import rate_limit_hit
 from tests.factories import build, make_item
 
 pytestmark = pytest.mark.django_db
@@ -150,7 +150,7 @@ def test_steps_past_their_budget_retry_titles_newest_first_and_skip_content(
 ) -> None:
     # given: a corpus under the time budget, and every first attempt at a step runs out of it (as a common
     # fragment does at scale)
-    import search.selectors as selectors
+    import search.engine.preview as selectors
 
     settings.SEARCH = {**settings.SEARCH, "PREVIEW_BUDGET_MIN_CHUNKS": 0}
 
@@ -182,7 +182,7 @@ def test_one_typed_word_gets_content_matches_from_its_most_frequent_completion(
     client: Client, monkeypatch: Any, settings: Any
 ) -> None:
     # given: a large-corpus preview (budgeted) where the trigram content search runs out of time
-    import search.selectors as selectors
+    import search.engine.preview as selectors
 
     settings.SEARCH = {**settings.SEARCH, "PREVIEW_BUDGET_MIN_CHUNKS": 0}
     make_item(title="Harbour notes", body="Tender rules for the harbour, and tenders received.")
@@ -207,7 +207,7 @@ def test_one_typed_word_gets_content_matches_from_its_most_frequent_completion(
 
 
 def test_a_bounded_postings_pass_checks_what_the_time_left_allows() -> None:
-    import search.selectors as selectors
+    import search.engine.preview as selectors
 
     # no budget (a small corpus): every posting; a budget: in proportion, never fewer than wanted, at most all
     assert selectors._checks_within(None, 32) is None
@@ -220,7 +220,7 @@ def test_a_middle_word_with_a_complete_postings_list_finds_content_matches_exact
     client: Client, monkeypatch: Any
 ) -> None:
     # given: the fragment's middle word "census" is rare, so its postings hold every chunk with it
-    import search.selectors as selectors
+    import search.engine.preview as selectors
 
     make_item(title="Island report", body="The annual quokka census island by island, with maps.")
     make_item(title="Other report", body="A census of bridges, quokka free.")
@@ -244,7 +244,7 @@ def test_past_the_budget_content_comes_from_the_rarest_typed_words_postings(
     client: Client, monkeypatch: Any, settings: Any
 ) -> None:
     # given: the trigram content search runs out of time (as a common fragment does at scale)
-    import search.selectors as selectors
+    import search.engine.preview as selectors
 
     settings.SEARCH = {**settings.SEARCH, "PREVIEW_BUDGET_MIN_CHUNKS": 0}
 
@@ -268,7 +268,7 @@ def test_a_small_corpus_has_no_time_budget_so_a_loaded_machine_cannot_cut_its_pr
     client: Client, monkeypatch: Any
 ) -> None:
     # given: a small knowledge base (under PREVIEW_BUDGET_MIN_CHUNKS)
-    import search.selectors as selectors
+    import search.engine.preview as selectors
 
     make_item(title="Tender checklist", body="Nothing here.")
     make_item(title="Something else", body="Mentions the tender once.")

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from search.services.limits import rate_limit_hit
+from accounts.limits import rate_limit_hit
 from search.types import MAX_QUERY_CHARS
 from tests.factories import build, make_item
 

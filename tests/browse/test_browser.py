@@ -15,8 +15,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from accounts.models import UserProfile
 from presets.models import RecentSearch
-from search.models import UserProfile
 from tests.chromium import launched_chromium, needs_chromium
 from tests.factories import build, make_item
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from search.models import UserProfile
+from accounts.models import UserProfile
 
 pytestmark = pytest.mark.django_db
 

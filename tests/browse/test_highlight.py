@@ -1,4 +1,4 @@
-"""search/highlight.py: spans → escaped HTML with bare <mark>, and passages read as prose."""
+"""search/text/highlight.py: spans → escaped HTML with bare <mark>, and passages read as prose."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from search.highlight import highlight_html, plain_passage
+from search.text.highlight import highlight_html, plain_passage
 from search.types import Span
 
 

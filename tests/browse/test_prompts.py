@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from accounts.models import UserProfile
 from browse import prompts
 from search.filter_params import filters_from_params
-from search.models import UserProfile
 from tests.factories import make_item
 
 

@@ -8,13 +8,13 @@ import pytest
 from django.contrib.auth.models import Group
 from django.core.cache import cache
 
-from search.analysis import folded_text
+from search.engine.preview import folded_match_spans, preview_search
 from search.models import ContentItem
 from search.principal import ANONYMOUS, Principal, principal_for_user
-from search.selectors import folded_match_spans, preview_search
-from search.selectors_browse import card_extras, filter_options, top_domains
-from search.selectors_closed import closed_placeholders
-from search.services.reads import item_mark_read
+from search.selectors.catalogue import card_extras, filter_options, top_domains
+from search.selectors.closed import closed_placeholders
+from search.services.item_reads import item_mark_read
+from search.text.analysis import folded_text
 from search.types import SearchFilters, Span
 from tests.factories import build, make_item
 
@@ -118,7 +118,7 @@ def test_item_mark_read_is_idempotent(user: Any) -> None:
 def test_a_preview_step_past_its_budget_is_cancelled_and_the_session_is_left_as_it_was(db: Any) -> None:
     from django.db import connection
 
-    from search.selectors import _within_budget
+    from search.engine.preview import _within_budget
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_setting('statement_timeout'), current_setting('enable_bitmapscan')")

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from accounts.limits import rate_limit_hit
+from accounts.models import UserProfile
 from search.errors import EmbeddingUnavailable
-from search.models import UserProfile
-from search.services.limits import rate_limit_hit
 from tests.factories import build, make_item
 
 pytestmark = pytest.mark.django_db
@@ -142,7 +142,7 @@ def test_partial_and_degraded_results_say_so(client: Client, corpus: None, monke
     def unavailable(*_: Any, **__: Any) -> Any:
         raise EmbeddingUnavailable("provider down")
 
-    monkeypatch.setattr("search.services.vector.query_embedding", unavailable)
+    monkeypatch.setattr("search.engine.vector.query_embedding", unavailable)
     # when
     html = client.get("/browse?q=pricing+zebra").content.decode()
     # then

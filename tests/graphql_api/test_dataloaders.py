@@ -10,8 +10,9 @@ from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 
 from graphql_api.dataloaders import ContentItemByIdLoader, RevisionByIdLoader
+from search.engine.retrieve import retrieve
 from search.principal import ANONYMOUS
-from search.services import content, retrieve
+from search.services import content
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 from tests.graphql_api.conftest import gql

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from search.engine.retrieve import retrieve
 from search.principal import ANONYMOUS
-from search.services import retrieve
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 from tests.graphql_api.conftest import gql

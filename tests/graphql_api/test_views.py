@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
+from accounts.limits import RATES
 from graphql_api.protection import MAX_ALIASES, MAX_DEPTH
-from search.services.limits import RATES
 from tests.graphql_api.conftest import gql
 
 SEARCH_LIMIT = int(RATES["search"].split("/")[0])
@@ -230,7 +230,7 @@ def test_budget_is_shared_with_post_api_search(client: Client, django_assert_num
 def test_rate_limited_search_never_embeds(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     # given the budget spent, and an embedder that records calls
     calls: list[str] = []
-    from search.services import vector
+    from search.engine import vector
 
     real = vector.query_embedding
     monkeypatch.setattr(vector, "query_embedding", lambda text: calls.append(text) or real(text))

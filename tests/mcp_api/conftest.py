@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from accounts.api_keys import api_key_create
 from search.models import ContentItem
 from search.services import content
-from search.services.api_keys import api_key_create
 from tests.factories import build, make_item
 from tests.mcp_api.client import asgi_server
 

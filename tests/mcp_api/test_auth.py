@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 from django.test import RequestFactory
 
+from accounts.api_keys import api_key_create
 from mcp_api.auth import AuthenticationFailed, origin_allowed, request_principal
 from search.principal import ANONYMOUS
-from search.services.api_keys import api_key_create
 
 DEFAULT = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*", "https://app.example.com"]
 

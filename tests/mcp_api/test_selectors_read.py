@@ -1,4 +1,4 @@
-"""search.selectors_read (tested here with the MCP read tool that uses it)."""
+"""search.selectors.revisions (tested here with the MCP read tool that uses it)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from search.errors import NotFound
 from search.models import Chunk
 from search.principal import ANONYMOUS, Principal
-from search.selectors_read import item_quality, item_read, passage_read
+from search.selectors.revisions import item_quality, item_read, passage_read
 from tests.mcp_api.conftest import Corpus
 
 pytestmark = pytest.mark.django_db

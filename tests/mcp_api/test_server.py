@@ -264,7 +264,7 @@ def test_group_scoped_key_reads_its_groups_but_not_staff_items(mcp_base_url: str
     # given
     from django.contrib.auth.models import Group
 
-    from search.services.api_keys import api_key_create
+    from accounts.api_keys import api_key_create
 
     raw = api_key_create(
         name="bid team bot", all_content=False, groups=[Group.objects.get(name="bid-team")]

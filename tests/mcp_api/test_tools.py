@@ -14,8 +14,8 @@ from mcp.types import CallToolResult
 from mcp_api import tools
 from mcp_api.schemas import FindArgs, FindHit, FindResult, MatchOffset, ReadArgs
 from mcp_api.server import mcp_server
+from search.engine import vector as vector_service
 from search.principal import ANONYMOUS, Principal
-from search.services import vector as vector_service
 from search.types import Hit, Span
 from tests.factories import build, make_item
 from tests.mcp_api.conftest import Corpus

@@ -11,8 +11,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from search.services import limits
-from search.services.api_keys import api_key_create, api_key_revoke
+from accounts import limits
+from accounts.api_keys import api_key_create, api_key_revoke
 from tests.mcp_api.client import mcp_call, mcp_url
 
 INITIALIZE = {

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from search.services import limits
+from accounts import limits
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
+from accounts.api_keys import api_key_create, api_key_revoke
 from search.models import ContentItem
 from search.services import content
-from search.services.api_keys import api_key_create, api_key_revoke
 from tests.factories import build, make_item
 
 VISIBILITIES = ("public", "signed_in", "staff", "groups:alpha", "groups:beta")

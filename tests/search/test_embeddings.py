@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from search.services import embeddings
+from search.engine import embeddings
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from search.services.fusion import zscore_fuse
+from search.engine.fusion import zscore_fuse
 
 
 def test_zscore_puts_both_lanes_on_one_scale() -> None:

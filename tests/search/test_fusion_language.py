@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from search.engine import lane_weights
+from search.engine import vector as vector_service
+from search.engine.retrieve import retrieve
 from search.models import Chunk
 from search.principal import Principal
-from search.services import importer, lane_weights, retrieve
-from search.services import vector as vector_service
+from search.services import importer
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 

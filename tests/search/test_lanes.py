@@ -1,4 +1,4 @@
-"""The vector lane beside the lexical lane (search.services.lanes): same results, own connections."""
+"""The vector lane beside the lexical lane (search.engine.lanes): same results, own connections."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from search.services import lanes
-from search.services.retrieve import retrieve
+from search.engine import lanes
+from search.engine.retrieve import retrieve
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 
@@ -48,7 +48,8 @@ def test_hybrid_search_runs_the_vector_lane_in_a_lane_thread_with_the_same_resul
 
 @pytest.mark.django_db(transaction=True)
 def test_rows_and_passages_read_while_the_vector_lane_runs_give_the_same_hits(settings: Any) -> None:
-    from search.services import hit_rows, passages
+    from search.engine import page_rows as hit_rows
+    from search.engine import passages
 
     # given: committed rows, and a vector lane slow enough that the lexical lane is done first
     for i in range(8):

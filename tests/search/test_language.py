@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from search import language
-from search.services import lane_weights
+from search.engine import lane_weights
+from search.text import language
 
 
 @pytest.mark.parametrize(

@@ -1,12 +1,12 @@
-"""Each rule of the lexical lane (search/services/lexical.py) has a test here that fails if it breaks."""
+"""Each rule of the lexical lane (search/engine/lexical.py) has a test here that fails if it breaks."""
 
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
+from search.engine.retrieve import retrieve
 from search.principal import Principal
-from search.services import retrieve
 from search.types import RetrievalQuery, SearchFilters
 from tests.factories import build, make_item
 
@@ -176,7 +176,7 @@ def test_chunks_written_after_the_build_are_found_before_the_next_one():
 
 def test_a_narrow_filter_past_the_pruned_candidates_still_finds_its_matches(settings, monkeypatch):
     # given: 25 strong matches in one domain and a weak one in another; a candidate pool of 20 chunks
-    from search.services import lexical as lexical_lane
+    from search.engine import lexical as lexical_lane
 
     settings.SEARCH = {**settings.SEARCH, "LANE_DEPTH": 10}
     monkeypatch.setattr(lexical_lane, "CANDIDATES", 1)

@@ -1,9 +1,9 @@
-"""``Hit.missing_words`` and the one definition of ``partial_match`` (search.services.retrieve._Coverage)."""
+"""``Hit.missing_words`` and the one definition of ``partial_match`` (search.engine.retrieve._Coverage)."""
 
 import pytest
 
+from search.engine.retrieve import retrieve
 from search.principal import Principal
-from search.services import retrieve
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 

@@ -1,7 +1,7 @@
-"""search/services/passages.py: which title and body words a query highlights."""
+"""search/engine/passages.py: which title and body words a query highlights."""
 
-from search import query_parser
-from search.services import passages
+from search.engine import passages
+from search.text import query_parser
 
 
 def _marked(text: str, spans) -> list[str]:

@@ -1,4 +1,4 @@
-"""search.selectors._within_budget: a preview step bounded by statement_timeout, in one round trip when the
+"""search.engine.preview._within_budget: a preview step bounded by statement_timeout, in one round trip when the
 connection is in autocommit (every request), and never leaving its settings behind."""
 
 from typing import Any
@@ -7,7 +7,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from search import selectors
+from search.engine import preview as selectors
 
 pytestmark = pytest.mark.django_db(transaction=True)  # autocommit, as in a request
 

@@ -1,9 +1,9 @@
-"""search/query_parser.py: what a query's words become before either lane sees them."""
+"""search/text/query_parser.py: what a query's words become before either lane sees them."""
 
 import pytest
 
-from search import query_parser
 from search.errors import InvalidQuery
+from search.text import query_parser
 
 
 def written(text: str) -> list[str]:

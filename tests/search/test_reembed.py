@@ -11,11 +11,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
+from search.engine import vector
+from search.engine.embeddings import HashEmbedder, OpenAIEmbedder, get_provider
+from search.engine.retrieve import retrieve
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
 from search.models import Chunk, EmbeddingSpace, JobRun
 from search.principal import Principal
-from search.services import jobs, reembed, retrieve, vector
-from search.services.embeddings import HashEmbedder, OpenAIEmbedder, get_provider
+from search.services import jobs, reembed
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 from tests.search.fake_openai import FakeOpenAI, fake_vector, serving

@@ -1,12 +1,12 @@
-"""search/services/rerank.py: the factor stays within the bound fusion prunes with (retrieve._fuse)."""
+"""search/engine/rerank.py: the factor stays within the bound fusion prunes with (retrieve._fuse)."""
 
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from search import query_parser
-from search.services import rerank
+from search.engine import rerank
+from search.text import query_parser
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 words = st.sampled_from(["tender", "pricing", "offre", "prix", "سياسة", "التسعير", "bid", "the", "a", "zebra"])

@@ -7,12 +7,13 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from search.engine import embeddings, rerank
+from search.engine import vector as vector_service
+from search.engine.fusion import rrf
+from search.engine.retrieve import retrieve
 from search.errors import EmbeddingModelMismatch, InvalidCursor, InvalidQuery
 from search.models import Chunk, EmbeddingSpace
 from search.principal import ANONYMOUS, Principal
-from search.services import embeddings, rerank, retrieve
-from search.services import vector as vector_service
-from search.services.fusion import rrf
 from search.types import RetrievalQuery, SearchFilters
 from tests.factories import build, make_item
 
@@ -79,9 +80,9 @@ def test_vector_lane_searches_with_the_configured_ef_search_and_still_fills_a_de
         make_item(title=f"Note {i}", body=f"harbour tide table number {i} for the quay")
     build()
     qvec = vector_service.query_embedding("harbour tide table")
-    from search.services.retrieve import searchable_items
+    from search.engine.scope import ItemScope
 
-    items_sql = searchable_items(RetrievalQuery(text="x"), "live").values("id").query.sql_with_params()
+    items_sql = ItemScope.of(ANONYMOUS).items_sql()
     # when
     with CaptureQueriesContext(connection) as queries:
         hits = vector_service.vector_search(vector=qvec, corpus="live", items_sql=items_sql, limit=40)
@@ -97,15 +98,15 @@ def test_vector_lane_sets_its_scan_settings_once_per_connection_and_notices_a_ch
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    from search.engine.scope import ItemScope
     from search.models import Chunk, EmbeddingSpace
-    from search.services.retrieve import searchable_items
 
     # given: a corpus, and a fresh database connection (autocommit, as in a request or a lane thread)
     for i in range(12):
         make_item(title=f"Note {i}", body=f"harbour tide table number {i} for the quay")
     build()
     qvec = vector_service.query_embedding("harbour tide table")
-    items_sql = searchable_items(RetrievalQuery(text="x"), "live").values("id").query.sql_with_params()
+    items_sql = ItemScope.of(ANONYMOUS).items_sql()
     connection.close()
 
     def search() -> list:

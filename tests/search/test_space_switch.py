@@ -18,12 +18,14 @@ from django.db import connection
 from django.test import Client
 
 from config.management.commands.up import Command as UpCommand
+from search.engine import embeddings, vector
+from search.engine.embeddings import HashEmbedder, get_provider, provider_for_model, text_hash
+from search.engine.retrieve import retrieve
+from search.engine.scope import ItemScope
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
 from search.models import Chunk, EmbeddingCache, EmbeddingSpace, JobRun
 from search.principal import Principal
-from search.services import embeddings, jobs, reembed, retrieve, vector
-from search.services.embeddings import HashEmbedder, get_provider, provider_for_model, text_hash
-from search.services.retrieve import searchable_items
+from search.services import jobs, reembed
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 
@@ -95,9 +97,8 @@ def _corpus(n: int, *, start: int = 0) -> None:
         make_item(title=f"Port note {i}", body=f"{words} lesson {i}.")
 
 
-def _items_sql() -> tuple[str, Any]:
-    items = searchable_items(RetrievalQuery(text="x", principal=STAFF), "live")
-    return items.values("id").query.sql_with_params()
+def _items_sql() -> Any:
+    return ItemScope.of(STAFF, "live").items_sql()
 
 
 def _lane(text: str) -> tuple[str, dict[int, float]]:

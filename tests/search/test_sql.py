@@ -1,8 +1,8 @@
-"""search.sql: SQL fragments that carry their own parameters."""
+"""search.engine.sql: SQL fragments that carry their own parameters."""
 
 import pytest
 
-from search.sql import Fragment, compose, join, param, placeholder_count
+from search.engine.sql import Fragment, compose, join, param, placeholder_count
 
 
 def test_a_fragment_holds_one_value_per_placeholder():

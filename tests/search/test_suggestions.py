@@ -1,14 +1,14 @@
 """"Did you mean" draws on every vocabulary the lexical lane matches (bodies, titles, keywords), within the
-reader's scope (search/services/expansion.py, migration 0013)."""
+reader's scope (search/engine/expansion.py, migration 0013)."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import connection
 
-from search import analysis
+from search.engine.retrieve import retrieve
 from search.principal import ANONYMOUS, Principal
-from search.services import retrieve
+from search.text import analysis
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 

@@ -20,8 +20,9 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from search.engine import vector
 from search.models import Chunk, ContentItem, IndexState, JobRun, ReviewStatus
-from search.services import jobs, vector
+from search.services import jobs
 from search.tasks import (
     embeddings_backfill_task,
     index_build_task,

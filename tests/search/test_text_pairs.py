@@ -12,12 +12,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from search import selectors
-from search.analysis import folded_text
+from search.engine import preview as selectors
 from search.models import ContentItem
 from search.principal import ANONYMOUS, Principal
-from search.query_parser import normalize_query_text
 from search.services import content
+from search.text.analysis import folded_text
+from search.text.query_parser import normalize_query_text
 from tests.factories import build, make_item
 
 pytestmark = pytest.mark.django_db

@@ -15,9 +15,10 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
+from search.engine import embeddings
+from search.engine import vector as vector_service
+from search.engine.retrieve import retrieve
 from search.principal import Principal
-from search.services import embeddings, retrieve
-from search.services import vector as vector_service
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 from tests.mcp_api.client import asgi_server

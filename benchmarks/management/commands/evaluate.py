@@ -8,10 +8,11 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from benchmarks import evaluation
+from search.engine import lane_weights
+from search.engine.vector import active_space, embeddings_pending, lane_model
 from search.errors import SearchError
 from search.management.commands._progress import progress_bar
-from search.services import importer, indexing, lane_weights
-from search.services.vector import active_space, embeddings_pending, lane_model
+from search.services import importer, indexing
 
 # Vector-lane weights --calibrate tries (RRF weight beside the lexical lane's 1.0).
 CALIBRATION_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)  # the vector lane against lexical (1.0)

@@ -11,11 +11,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
+from search.engine.retrieve import retrieve
+from search.engine.vector import lane_warm
 from search.errors import SearchError
 from search.principal import Principal
-from search.query_parser import validate_query_text
-from search.services import retrieve
-from search.services.vector import lane_warm
+from search.text.query_parser import validate_query_text
 from search.types import CLI_THRESHOLD, MAX_LIMIT, RetrievalQuery, SearchFilters
 
 OPERATOR = Principal(kind="staff", all_content=True)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from django.core.cache import cache
 from django.db.models import Count
 
+from search.engine.scope import corpus_for
 from search.models import ContentItem
 from search.principal import ANONYMOUS, Principal
-from search.selectors import corpus_for
 
 TOP_DOMAINS_TTL_S = 24 * 3600
 POPULAR_TOPICS_TTL_S = 3600

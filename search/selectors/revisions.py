@@ -1,7 +1,7 @@
 """Reading what a search found: an item's text, a passage with its neighbouring chunks, its table of
 contents, and its persisted quality score.
 
-Access goes through ``search.selectors.item_get`` (the engine's access rule), and a passage is only
+Access goes through ``search.selectors.items.item_get`` (the engine's access rule), and a passage is only
 readable when its chunk belongs to the revision the caller reads (live for visitors, latest for staff
 and API keys), so a draft passage never reaches someone who cannot see drafts.
 """
@@ -14,7 +14,7 @@ from typing import Any
 from search.errors import NotFound
 from search.models import Chunk, ContentItem, Revision
 from search.principal import Principal
-from search.selectors import item_get, item_revision
+from search.selectors.items import item_get, item_revision
 from search.types import Corpus
 
 MAX_NEIGHBOURS = 5

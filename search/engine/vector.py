@@ -30,9 +30,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
-from search.models import Chunk, EmbeddingSpace
-from search.services.embeddings import (
+from search.engine.embeddings import (
     EmbeddingProvider,
     embed_documents,
     embed_query,
@@ -40,6 +38,10 @@ from search.services.embeddings import (
     provider_for_model,
     text_hash,
 )
+from search.engine.scope import chunk_column
+from search.engine.sql import Fragment
+from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
+from search.models import Chunk, EmbeddingSpace
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +136,7 @@ def lane_warm() -> None:
     """Load the model the vector lane embeds queries with, now, so the first search's embedding budget
     (EMBEDDING_BUDGET_S, meant for a slow provider) is not spent loading weights. Web processes, workers and
     ``kb_search`` call it at start; a failure is logged, never raised (searches then degrade as usual)."""
-    from search.services.embeddings import provider_warm
+    from search.engine.embeddings import provider_warm
 
     try:
         # Read-only (never activates a space: that takes the space lock, which a starting process must not
@@ -347,7 +349,7 @@ def item_vector(item_id: int, corpus: str, *, space: tuple[str, int] | None = No
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT avg(embedding::vector({int(dims)}))::text FROM search_chunk "
-            f"WHERE item_id = %s AND embedding_model = %s AND {'in_live' if corpus == 'live' else 'in_latest'}",
+            f"WHERE item_id = %s AND embedding_model = %s AND {chunk_column(corpus)}",
             [item_id, model],
         )
         row = cursor.fetchone()
@@ -396,7 +398,8 @@ def _vector_in_space(vector: list[float], space: tuple[str, int]) -> list[float]
     model = getattr(vector, "model", None)
     if model is None or model == space[0]:
         return vector
-    return vector.again(*space)  # type: ignore[attr-defined]
+    again: list[float] = vector.again(*space)  # type: ignore[attr-defined]
+    return again
 
 
 def _scan_settings() -> tuple[str, str]:
@@ -404,7 +407,7 @@ def _scan_settings() -> tuple[str, str]:
 
 
 def vector_search(
-    *, vector: list[float], corpus: str, items_sql: tuple[str, list[Any]], limit: int, exclude_item: int | None = None
+    *, vector: list[float], corpus: str, items_sql: Fragment, limit: int, exclude_item: int | None = None
 ) -> list[VectorHit]:
     """Nearest chunks by cosine similarity. Access and filters are applied inside the index scan
     (pgvector iterative scan, bounded by ``max_scan_tuples``), so a narrow filter still fills ``limit``.
@@ -429,7 +432,7 @@ def _nearest(
     vector: list[float],
     space: tuple[str, int],
     corpus: str,
-    items_sql: tuple[str, list[Any]],
+    items_sql: Fragment,
     limit: int,
     exclude_item: int | None,
 ) -> list[tuple[int, int, float]] | None:
@@ -441,8 +444,8 @@ def _nearest(
             "`python manage.py reembed`."
         )
     literal = "[" + ",".join(repr(float(v)) for v in vector) + "]"
-    items_query, items_params = items_sql
-    corpus_col = "in_live" if corpus == "live" else "in_latest"
+    items_query, items_params = items_sql.sql, list(items_sql.params)
+    corpus_col = chunk_column(corpus)
     exclude = "AND c.item_id <> %s" if exclude_item else ""
     params: list[Any] = [literal, model, *items_params]
     if exclude_item:

@@ -1,4 +1,4 @@
-"""search.services.api_keys (tested here with the MCP surface that uses it)."""
+"""accounts.api_keys: issue, authenticate, revoke."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
-from search.models import ApiKey
-from search.services.api_keys import (
+from accounts.api_keys import (
     ApiKeyInvalid,
     api_key_authenticate,
     api_key_create,
@@ -17,6 +16,7 @@ from search.services.api_keys import (
     api_key_issue,
     api_key_revoke,
 )
+from accounts.models import ApiKey
 
 pytestmark = pytest.mark.django_db
 

@@ -1,7 +1,9 @@
-"""Reads other than ranked retrieval: item lookups, browse-mode listing and the live preview.
+"""The live preview: what a fragment typed in the search bar matches, within a time budget.
 
-Every read goes through ``ContentItem.objects.searchable(principal, corpus)``, the same access rule
-``retrieve`` uses, so no surface can show an item the engine would not.
+Titles first (trigram and prefix matches), then content (postings of the fragment's words, then trigram
+pairs), each step bounded by ``statement_timeout`` so a slow step shows what it found instead of blocking the
+next keystroke. Reads go through ``ItemScope``, the access rule ``retrieve`` uses, so the preview can never
+show an item the engine would not.
 """
 
 from __future__ import annotations
@@ -11,23 +13,22 @@ import re
 import time
 import unicodedata
 from dataclasses import dataclass
-from datetime import datetime
 from itertools import pairwise
-from typing import Any, Literal
+from typing import Any
 
 import psycopg
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 
-from search import analysis
-from search.analysis import folded_text
-from search.cursors import cursor_decode, cursor_encode
-from search.errors import InvalidQuery, NotFound
+from search.engine.scope import ItemScope, corpus_for
+from search.engine.sql import Fragment, compose, param
+from search.errors import InvalidQuery
 from search.models import ContentItem
 from search.principal import Principal
-from search.query_parser import normalize_query_text
-from search.sql import Fragment, compose, param
-from search.types import MAX_LIMIT, PREVIEW_MAX_LIMIT, Corpus, SearchFilters, Span
+from search.text import analysis
+from search.text.analysis import folded_text
+from search.text.query_parser import normalize_query_text
+from search.types import PREVIEW_MAX_LIMIT, Corpus, Span
 
 logger = logging.getLogger(__name__)
 
@@ -48,88 +49,6 @@ TEXT_PAIR_BREAKS = frozenset(".?!;:")
 TEXT_PAIR_CHECKS = 8
 _SETTING_NAME = re.compile(r"[a-z_]+")
 _SETTING_VALUE = re.compile(r"[a-z0-9]+")
-
-BrowseSort = Literal["newest", "title", "quality_score"]
-
-
-def corpus_for(principal: Principal, corpus: Corpus = "live") -> Corpus:
-    """The corpus ``principal`` reads when asking for ``corpus``: only staff and API keys read drafts (the latest
-    corpus); everyone else gets the live corpus, whatever they asked for. The one place this rule lives: search,
-    listing, reads, GraphQL and MCP all call it.
-    """
-    return corpus if principal.can_read_drafts else "live"
-
-
-def _storable(text: str) -> bool:
-    return "\x00" not in text and not any("\ud800" <= ch <= "\udfff" for ch in text)
-
-
-def item_get(
-    *, principal: Principal, item_id: int | None = None, slug: str | None = None, external_id: str | None = None,
-    corpus: Corpus = "live",
-) -> ContentItem:
-    """One readable item, or NotFound (the same answer whether it does not exist or may not be read)."""
-    qs = ContentItem.objects.searchable(principal, corpus_for(principal, corpus)).select_related(
-        "live_revision", "latest_revision", "superseded_by", "verified_by"
-    )
-    try:
-        if item_id is not None:
-            return qs.get(pk=item_id)
-        # PostgreSQL text holds no NUL and no lone surrogate: no stored slug or id has one either
-        if slug is not None and _storable(slug):
-            return qs.get(slug=slug)
-        if external_id is not None and _storable(external_id):
-            return qs.get(external_id=external_id)
-    except (ContentItem.DoesNotExist, ValueError, OverflowError):
-        pass
-    raise NotFound("No readable item with that id. Check the id, or sign in / use an API key with access.")
-
-
-def item_revision(item: ContentItem, principal: Principal, corpus: Corpus = "live") -> Any:
-    """The revision this principal reads: latest for drafts-corpus readers, live otherwise."""
-    if corpus_for(principal, corpus) == "latest":
-        return item.latest_revision or item.live_revision
-    return item.live_revision
-
-
-@dataclass(frozen=True)
-class ItemPage:
-    items: list[ContentItem]
-    total: int
-    next_cursor: str | None
-
-
-SORTS: dict[str, list[str]] = {
-    "newest": ["-updated_at", "-id"],
-    "title": ["latest_revision__title", "id"],
-    "quality_score": ["-quality_score", "-id"],
-}
-
-
-INVALID_LISTING_CURSOR = "cursor is not valid for this listing; start again without it."
-
-
-def items_list(
-    *, principal: Principal, filters: SearchFilters | None = None, sort: BrowseSort = "newest",
-    cursor: str | None = None, limit: int = 20, corpus: Corpus = "live",
-) -> ItemPage:
-    """Browse mode (no query): readable items with the engine's filters, sorted, cursor-paged."""
-    if sort not in SORTS:
-        raise InvalidQuery(f"sort must be one of {', '.join(SORTS)}.", field="sort")
-    if not 1 <= limit <= MAX_LIMIT:
-        raise InvalidQuery(f"limit must be between 1 and {MAX_LIMIT}.", field="limit")
-    offset = cursor_decode(cursor, fingerprint=sort, message=INVALID_LISTING_CURSOR)
-    qs = (
-        ContentItem.objects.searchable(principal, corpus_for(principal, corpus))
-        .apply_filters(filters or SearchFilters(), user_id=principal.user_id)
-        .select_related("live_revision", "latest_revision", "verified_by")
-        .order_by(*SORTS[sort])
-    )
-    total = qs.count()
-    items = list(qs[offset : offset + limit])
-    next_offset = offset + limit
-    next_cursor = cursor_encode(offset=next_offset, fingerprint=sort) if next_offset < total else None
-    return ItemPage(items, total, next_cursor)
 
 
 @dataclass(frozen=True)
@@ -189,7 +108,7 @@ def _within_budget(
     if budget_ms is None and setting is None:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
-            return cursor.fetchall()
+            return list(cursor.fetchall())
     if budget_ms is None:
         budget_ms = int(settings.SEARCH["PREVIEW_BUDGET_MS"])
     if budget_ms < MIN_STEP_MS:
@@ -211,7 +130,7 @@ def _within_budget(
                 cursor.execute(f"{prefix}{sql}; SET LOCAL statement_timeout = 0; SELECT pg_sleep(0)", params)
                 while cursor.description is None and cursor.nextset():
                     pass
-                return cursor.fetchall()
+                return list(cursor.fetchall())
             except OperationalError as exc:
                 if getattr(exc.__cause__, "sqlstate", None) != "57014":
                     raise
@@ -234,7 +153,7 @@ def _within_budget(
                     cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous_timeout])
                     if previous_setting:
                         cursor.execute("SELECT set_config(%s, %s, true)", list(previous_setting))
-                return rows
+                return list(rows)
         except OperationalError as exc:
             if getattr(exc.__cause__, "sqlstate", None) != "57014":  # not our budget running out
                 raise
@@ -491,16 +410,10 @@ class _PreviewScope:
 
     @classmethod
     def of(cls, principal: Principal, corpus: Corpus, folded: str) -> _PreviewScope:
-        items = Fragment(
-            *ContentItem.objects.searchable(principal, corpus).filter(superseded_by__isnull=True).order_by()
-            .values("id").query.sql_with_params()
-        )
-        return cls(
-            _like_pattern(folded),
-            items,
-            "live_revision_id" if corpus == "live" else "latest_revision_id",
-            "in_live" if corpus == "live" else "in_latest",
-        )
+        scope = ItemScope(principal, corpus)
+        items = scope.items_sql(scope.items().filter(superseded_by__isnull=True))
+        assert items is not None  # no filters: the access rule alone always compiles
+        return cls(_like_pattern(folded), items, scope.revision_column, scope.chunk_column)
 
 
 def _preview_titles(scope: _PreviewScope, limit: int, budget: _PreviewBudget) -> list[int]:
@@ -616,7 +529,3 @@ def _preview_hits(title_ids: list[int], content_ids: list[int], *, corpus: Corpu
         hits.append(PreviewHit(item.pk, title, item.content_type, item.primary_domain, item.get_absolute_url(),
                                item_id in title_ids, spans))
     return hits
-
-
-def item_updated_at(item: ContentItem) -> datetime:
-    return item.updated_at

@@ -27,7 +27,7 @@ Nothing is counted at query time either way.
 
 In code, ``lexical_search`` reads: statistics and expansions (``_query_terms``) → candidates
 (``_candidates``) → exact scoring (``_ExactScoring``: per-term columns ``_term_columns``, score ``_bm25``).
-Each piece of SQL travels with its own parameters (``search.sql.Fragment``); numbers go in as ``float8``
+Each piece of SQL travels with its own parameters (``search.engine.sql.Fragment``); numbers go in as ``float8``
 parameters.
 """
 
@@ -35,15 +35,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from django.conf import settings
 from django.db import connection
 
-from search.analysis import tsquery_any
-from search.query_parser import ParsedQuery, QueryTerm
-from search.services import expansion
-from search.sql import Fragment, compose, join, param
+from search.engine import expansion
+from search.engine.scope import chunk_column
+from search.engine.sql import Fragment, compose, join, param
+from search.text.analysis import tsquery_any
+from search.text.query_parser import ParsedQuery, QueryTerm
 
 # A title matched as the start of a longer word counts a little less than the word as written.
 TITLE_PREFIX_FACTOR = 0.7
@@ -234,7 +234,7 @@ class _QueryTerms:
     by_term: dict[int, list[expansion.Expansion]]
 
 
-def _query_terms(parsed: ParsedQuery, *, corpus: str, items_sql: tuple[str, list[Any]]) -> _QueryTerms:
+def _query_terms(parsed: ParsedQuery, *, corpus: str, items_sql: Fragment) -> _QueryTerms:
     """Statistics and expansions: synonyms, the frequencies of every form, then one-edit corrections of the
     words the corpus does not know (judged by what the caller may read, so they reveal nothing about other
     items)."""
@@ -465,7 +465,7 @@ class _ExactScoring:
             "extracted": f", {extracted}" if extracted else "",
             "record_stem": forms.record(forms.stem),
             "record_surface": forms.record(forms.surface),
-            "corpus_col": "in_live" if corpus == "live" else "in_latest",
+            "corpus_col": chunk_column(corpus),
             "items": items,
             "columns": _term_columns(parsed, terms, forms),
             "matched": " + ".join(f"(f{i} + t{i} + m{i} > 0)::int" for i in range(n_terms)),
@@ -489,7 +489,7 @@ class _ExactScoring:
 
 
 def lexical_search(
-    *, parsed: ParsedQuery, corpus: str, items_sql: tuple[str, list[Any]], limit: int
+    *, parsed: ParsedQuery, corpus: str, items_sql: Fragment, limit: int
 ) -> LexicalOutcome:
     """Rank chunks by BM25 (see module docstring). ``items_sql`` selects the item ids the caller may see.
 
@@ -501,7 +501,7 @@ def lexical_search(
     terms = _query_terms(parsed, corpus=corpus, items_sql=items_sql)
     idfs = [_term_idf(term, terms) for term in parsed.terms]
     pool = _candidates(parsed, terms.by_term, idfs, limit=max(CANDIDATES, 2 * limit))
-    items = Fragment(items_sql[0], tuple(items_sql[1]))
+    items = items_sql
     scoring = _ExactScoring.of(parsed, terms, idfs, corpus=corpus, items=items, limit=limit)
     matching = _matching(parsed, terms.expansions)
     hits = scoring.hits(
@@ -553,7 +553,7 @@ def term_masks(
         "SELECT {key}, bit_or({bits}) FROM search_chunk c WHERE c.{corpus_col} AND {key} = ANY({ids}) GROUP BY {key}",
         key=key,
         bits=join(bits, " | "),
-        corpus_col="in_live" if corpus == "live" else "in_latest",
+        corpus_col=chunk_column(corpus),
         ids=param(ids, "bigint[]"),
     )
     with connection.cursor() as cursor:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from search import analysis, filters
+from search import filters
 from search.errors import InvalidQuery
+from search.text import analysis
 from search.types import MAX_QUERY_CHARS
 
 MAX_TERMS = 32

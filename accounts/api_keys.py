@@ -19,8 +19,8 @@ from django.contrib.auth.models import Group
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from accounts.models import ApiKey
 from search.errors import SearchError
-from search.models import ApiKey
 from search.principal import Principal
 
 KEY_PREFIX = "kb_"

@@ -19,9 +19,11 @@ from typing import Any
 from django.core.cache import cache
 from django.db import connection
 
-from search import analysis
+from search.engine.scope import chunk_column
+from search.engine.sql import Fragment
 from search.models import Synonym
-from search.query_parser import ParsedQuery
+from search.text import analysis
+from search.text.query_parser import ParsedQuery
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +53,7 @@ def _synonym_table() -> dict[str, list[tuple[str, str]]]:
     except Exception:  # noqa: BLE001 - no cache: read the table
         table = None
     if table is not None:
-        return table
+        return dict(table)
     table = {}
     for row in Synonym.objects.all().only("terms", "one_way", "language"):
         words = [analysis.fold(w.strip()) for w in row.terms if w and w.strip()]
@@ -210,7 +212,7 @@ def unknown_words(
     visible: dict[tuple[str, str], int],
     *,
     corpus: str,
-    items_sql: tuple[str, list[Any]],
+    items_sql: Fragment,
     written_since_build: bool = True,
 ) -> list[str]:
     """Query words no readable item has as written: not in a body (``visible``, from ``visible_df``), nor as a
@@ -283,7 +285,7 @@ def readable_vocabulary(
     *,
     forms: Iterable[tuple[str, str]],
     corpus: str,
-    items_sql: tuple[str, list[Any]],
+    items_sql: Fragment,
     written_since_build: bool = True,
 ) -> set[tuple[str, str]]:
     """Which ``(kind, form)`` pairs occur in an item this search may return: ``stem``, ``surface`` (body) and
@@ -298,8 +300,8 @@ def readable_vocabulary(
     pairs = sorted(set(forms))
     if not pairs:
         return set()
-    items_query, items_params = items_sql
-    column = "in_live" if corpus == "live" else "in_latest"
+    items_query, items_params = items_sql.sql, list(items_sql.params)
+    column = chunk_column(corpus)
     listed = [pair for pair in pairs if pair[0] in _CHUNK_PROBES]
     readable: set[tuple[str, str]] = set()
     settled: set[tuple[str, str]] = set()
@@ -359,7 +361,7 @@ def visible_df(
     df: dict[tuple[str, str], int],
     *,
     corpus: str,
-    items_sql: tuple[str, list[Any]],
+    items_sql: Fragment,
     written_since_build: bool = True,
 ) -> dict[tuple[str, str], int]:
     """``df`` with the query's stems and surfaces that no readable chunk holds set to 0 (for expansion only:
@@ -382,7 +384,7 @@ def readable_corrections(
     found: dict[str, list[Correction]],
     *,
     corpus: str,
-    items_sql: tuple[str, list[Any]],
+    items_sql: Fragment,
     written_since_build: bool = True,
 ) -> dict[str, list[Correction]]:
     """``found`` with only the forms a readable item holds: a correction no readable item holds is dropped,

@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 
-from search.models import ApiKey
-from search.services.api_keys import api_key_authenticate, api_key_create, api_key_hash
+from accounts.api_keys import api_key_authenticate, api_key_create, api_key_hash
+from accounts.models import ApiKey
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +25,7 @@ def test_adding_a_key_shows_it_once_and_stores_only_its_hash(admin_client: Clien
     team = Group.objects.create(name="bid-team")
     # when
     response = admin_client.post(
-        "/admin/search/apikey/add/",
+        "/admin/accounts/apikey/add/",
         {
             "name": "Claude Desktop",
             "groups": [team.pk],
@@ -44,9 +44,9 @@ def test_adding_a_key_shows_it_once_and_stores_only_its_hash(admin_client: Clien
     assert key.all_content is False and list(key.groups.all()) == [team]
     assert api_key_authenticate(raw=raw).group_ids == frozenset({team.pk})
     # and it is never shown again
-    page = admin_client.get(f"/admin/search/apikey/{key.pk}/change/").content.decode()
+    page = admin_client.get(f"/admin/accounts/apikey/{key.pk}/change/").content.decode()
     assert raw not in page and key.prefix in page
-    assert raw not in admin_client.get("/admin/search/apikey/").content.decode()
+    assert raw not in admin_client.get("/admin/accounts/apikey/").content.decode()
 
 
 def test_revoke_action(admin_client: Client) -> None:
@@ -54,10 +54,10 @@ def test_revoke_action(admin_client: Client) -> None:
     issued = api_key_create(name="agent")
     # when
     response = admin_client.post(
-        "/admin/search/apikey/", {"action": "revoke", "_selected_action": [issued.api_key.pk]}, follow=True
+        "/admin/accounts/apikey/", {"action": "revoke", "_selected_action": [issued.api_key.pk]}, follow=True
     )
     # then
     assert "Revoked 1 key(s)." in response.content.decode()
     issued.api_key.refresh_from_db()
     assert issued.api_key.revoked_at is not None
-    assert "revoked" in admin_client.get("/admin/search/apikey/").content.decode()
+    assert "revoked" in admin_client.get("/admin/accounts/apikey/").content.decode()

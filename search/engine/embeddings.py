@@ -26,12 +26,12 @@ import re
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Protocol
+from typing import Any, Protocol
 
 from django.conf import settings
 
-from search import analysis
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
+from search.text import analysis
 
 logger = logging.getLogger(__name__)
 
@@ -96,9 +96,9 @@ class LocalEmbedder:
     _lock = threading.Lock()
 
     def __init__(self) -> None:
-        self._model = None
+        self._model: Any = None
 
-    def _load(self):  # type: ignore[no-untyped-def]
+    def _load(self) -> Any:
         with self._lock:
             if self._model is None:
                 import os
@@ -131,9 +131,9 @@ class E5Embedder:
     _lock = threading.Lock()
 
     def __init__(self) -> None:
-        self._model = None
+        self._model: Any = None
 
-    def _load(self):  # type: ignore[no-untyped-def]
+    def _load(self) -> Any:
         if self._model is None:
             # The engine's OpenMP threads otherwise spin while they wait for work: on a machine whose cores
             # are shared with PostgreSQL and other requests that turned a 20 ms query into 1.2 s at p95.

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
-from search import analysis
-from search.query_parser import ParsedQuery
+from search.text import analysis
+from search.text.query_parser import ParsedQuery
 
 TITLE_WEIGHT = 0.10
 KEYWORD_WEIGHT = 0.04

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from search import analysis
-from search.query_parser import ParsedQuery
+from search.text import analysis
+from search.text.query_parser import ParsedQuery
 from search.types import Span
 
 PASSAGE_CHARS = 480

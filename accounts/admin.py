@@ -1,6 +1,7 @@
-"""API keys in the admin: create (the full key is shown once), see prefix / expiry / last use, revoke.
+"""Accounts in the admin: user profiles, and API keys (create: the full key is shown once; see prefix, expiry,
+last use; revoke).
 
-Only the SHA-256 of a key and its visible prefix are stored (``search.services.api_keys``). The key is
+Only the SHA-256 of a key and its visible prefix are stored (``accounts.api_keys``). The key is
 shown on the page that answers the "add" form — never stored in a message, cookie or session.
 """
 
@@ -16,8 +17,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 
-from search.models import ApiKey
-from search.services.api_keys import api_key_issue, api_key_revoke
+from accounts.api_keys import api_key_issue, api_key_revoke
+from accounts.models import ApiKey, UserProfile
 
 
 @admin.register(ApiKey)
@@ -75,9 +76,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
             "title": "API key created",
             "api_key": obj,
             "raw_key": raw_key,
-            "changelist_url": reverse("admin:search_apikey_changelist"),
+            "changelist_url": reverse("admin:accounts_apikey_changelist"),
         }
-        response = TemplateResponse(request, "admin/mcp_api/apikey_created.html", context)
+        response = TemplateResponse(request, "admin/accounts/apikey_created.html", context)
         add_never_cache_headers(response)
         return response
 
@@ -85,3 +86,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         revoked = sum(1 for key in queryset if api_key_revoke(api_key=key))
         self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)
+
+
+@admin.register(UserProfile)
+class UserProfileAdmin(admin.ModelAdmin):
+    list_display = ["user", "primary_focus"]
+    list_filter = ["primary_focus"]

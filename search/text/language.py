@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-# The languages the engine stems, normalises and measures its lanes on (search.analysis, lane_weights.json).
+# The languages the engine stems, normalises and measures its lanes on (search.text.analysis, lane_weights.json).
 LANGUAGES = ("en", "fr", "ar")
 # Below this posterior a label is a guess: "cancer" is 0.52 English, 0.48 French.
 MIN_CONFIDENCE = 0.8

@@ -20,11 +20,11 @@ from datetime import datetime
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
 
-from search import query_parser
-from search.analysis import tsquery_any
+from search.engine import passages
 from search.models import ContentItem
 from search.principal import Principal
-from search.services import passages
+from search.text import query_parser
+from search.text.analysis import tsquery_any
 from search.types import Hit, SearchFilters
 
 MAX_PLACEHOLDERS = 10

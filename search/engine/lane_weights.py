@@ -6,7 +6,7 @@ language) in ``search/lane_weights.json``, a small table that ``manage.py evalua
 what it measured on a dev set (the weight that gave the best hybrid nDCG@10, with the figures beside it).
 
 A query's weight is the table's weight for each language, weighed by how sure the detector is that the query
-is in it (``search.language.language_probabilities``): "cancer" (half English, half French) gets the mean of
+is in it (``search.text.language.language_probabilities``): "cancer" (half English, half French) gets the mean of
 the two. A language or model the table does not know counts at the configured ``SEARCH_VECTOR_WEIGHT``.
 A weight of 0 leaves the lane out (the search then does not run it at all).
 """
@@ -22,9 +22,9 @@ from typing import Any
 
 from django.conf import settings
 
-from search import language
+from search.text import language
 
-TABLE_PATH = Path(__file__).resolve().parent.parent / "lane_weights.json"
+TABLE_PATH = Path(__file__).resolve().parent / "lane_weights.json"
 # Under this the lane cannot move a page; the search skips it rather than pay for it.
 NEGLIGIBLE = 0.02
 

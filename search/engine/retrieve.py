@@ -20,17 +20,17 @@ from functools import partial
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.utils import timezone
 
-from search import query_parser
-from search.cursors import cursor_decode, cursor_encode
+from search.engine import fusion, lane_weights, lanes, lexical, page_rows, passages, rerank, vector
+from search.engine.cursors import cursor_decode, cursor_encode
+from search.engine.scope import ItemScope
+from search.engine.sql import Fragment
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
 from search.models import ContentItem
-from search.selectors import corpus_for
-from search.services import fusion, hit_rows, lane_weights, lanes, lexical, passages, rerank, vector
 from search.signals import search_performed
+from search.text import query_parser
 from search.types import LANES, Hit, RetrievalQuery, RetrievalResult, Span
 
 logger = logging.getLogger(__name__)
@@ -64,21 +64,12 @@ INVALID_CURSOR = (
 )
 
 
-def searchable_items(query: RetrievalQuery, corpus: str) -> Any:
-    """The queryset of items this search may return: access, corpus, archive and every filter."""
-    return (
-        ContentItem.objects.searchable(query.principal, corpus)
-        .apply_filters(query.filters, user_id=query.principal.user_id)
-        .order_by()
-    )
-
-
 def _vector_lane(
     query: RetrievalQuery,
     parsed: query_parser.ParsedQuery,
     corpus: str,
     items_qs: Any,
-    items_sql: tuple[str, Any],
+    items_sql: Fragment,
     depth: int,
 ) -> tuple[list[vector.VectorHit], list[str], float]:
     """The vector lane's hits, what degraded it, and its milliseconds."""
@@ -88,7 +79,7 @@ def _vector_lane(
     try:
         if query.similar_to is not None:
             qvec = vector.item_vector(query.similar_to, corpus)
-            if qvec is None or not items_qs.model.objects.searchable(query.principal, corpus).filter(
+            if qvec is None or not ContentItem.objects.searchable(query.principal, corpus).filter(
                 pk=query.similar_to
             ).exists():
                 qvec = None
@@ -114,15 +105,15 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
     parsed = query_parser.parse(query.text)
     if not parsed.searchable and query.similar_to is None:
         return RetrievalResult()
-    corpus = corpus_for(query.principal, query.corpus)
+    scope = ItemScope.of(query.principal, query.corpus, query.filters)
+    corpus = scope.corpus
     fingerprint = _fingerprint(query, corpus)
     offset = cursor_decode(
         query.cursor, fingerprint=fingerprint, message=INVALID_CURSOR, max_offset=MAX_CURSOR_OFFSET
     )
-    items_qs = searchable_items(query, corpus)
-    try:
-        items_sql = items_qs.values("id").query.sql_with_params()
-    except EmptyResultSet:  # the filters can match nothing (e.g. an id past the column's range)
+    items_qs = scope.items()
+    items_sql = scope.items_sql(items_qs)
+    if items_sql is None:  # the filters can match nothing (e.g. an id past the column's range)
         return RetrievalResult()
     timings: dict[str, float] = {}
     plan = _plan_lanes(query, parsed, offset)
@@ -156,7 +147,7 @@ def _plan_lanes(query: RetrievalQuery, parsed: query_parser.ParsedQuery, offset:
     wants_lexical = parsed.searchable and query.mode != "vector"
     wants_vector = query.mode != "lexical" or query.similar_to is not None
     # In a hybrid search the vector lane counts as much as its embedder was measured to be worth in the
-    # query's language (search.services.lane_weights); where that is nothing, it is not run at all.
+    # query's language (search.engine.lane_weights); where that is nothing, it is not run at all.
     vector_weight = float(settings.SEARCH["VECTOR_WEIGHT"])
     if wants_lexical and wants_vector and query.similar_to is None:
         vector_weight = lane_weights.vector_weight(vector.lane_model(), parsed.text)
@@ -167,7 +158,7 @@ def _plan_lanes(query: RetrievalQuery, parsed: query_parser.ParsedQuery, offset:
     vector_depth = (
         max(settings.SEARCH["VECTOR_DEPTH"], offset + query.limit) if wants_lexical else depth
     )
-    # Both lanes at once when a lane thread is free (search.services.lanes). A lane thread sees committed
+    # Both lanes at once when a lane thread is free (search.engine.lanes). A lane thread sees committed
     # rows only, so never from inside a transaction (tests, a caller's atomic block).
     parallel = bool(
         wants_lexical and wants_vector and settings.SEARCH["LANE_THREADS"] and not connection.in_atomic_block
@@ -191,7 +182,7 @@ def _run_lanes(
     parsed: query_parser.ParsedQuery,
     corpus: str,
     items_qs: Any,
-    items_sql: tuple[str, Any],
+    items_sql: Fragment,
     plan: _LanePlan,
     *,
     offset: int,
@@ -384,7 +375,7 @@ def _fused_scores(
 
 def _facets(ordered: list[_Candidate]) -> dict[str, dict[str, int]]:
     item_ids = [c.item_id for c in ordered]
-    values = hit_rows.facet_values(set(item_ids), FACET_FIELDS.values())
+    values = page_rows.facet_values(set(item_ids), FACET_FIELDS.values())
     facets: dict[str, Counter[str]] = {name: Counter() for name in FACET_FIELDS}
     for item_id in item_ids:  # chunk granularity counts each chunk, item granularity each item
         for name, value in zip(FACET_FIELDS, values.get(item_id, ()), strict=False):
@@ -412,15 +403,15 @@ class _PageReads:
 
     parsed: query_parser.ParsedQuery
     expansions: tuple[Any, ...]
-    items: dict[int, hit_rows.ItemRow] = field(default_factory=dict)
-    chunks: dict[int, hit_rows.ChunkRow] = field(default_factory=dict)
+    items: dict[int, page_rows.ItemRow] = field(default_factory=dict)
+    chunks: dict[int, page_rows.ChunkRow] = field(default_factory=dict)
     prepared: dict[int, tuple[str, list[Span], list[Span]]] = field(default_factory=dict)
 
     def read_items(self, item_ids: set[int]) -> None:
-        self.items.update(hit_rows.item_rows(item_ids - self.items.keys()))
+        self.items.update(page_rows.item_rows(item_ids - self.items.keys()))
 
     def read_chunks(self, chunk_ids: set[int]) -> None:
-        self.chunks.update(hit_rows.chunk_rows(chunk_ids - self.chunks.keys()))
+        self.chunks.update(page_rows.chunk_rows(chunk_ids - self.chunks.keys()))
 
     def read_page(self, page: list[_Candidate]) -> None:
         """Every row and passage the page's hits need (each read once; later calls find them here)."""

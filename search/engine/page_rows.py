@@ -16,8 +16,8 @@ from typing import Any
 
 from django.db import connection
 
+from search.engine.rerank import ItemSignals
 from search.models import item_path
-from search.services.rerank import ItemSignals
 
 # The item, its latest and live revisions' title and summary, and its citation outcomes.
 _ITEMS_SQL = """
@@ -101,7 +101,7 @@ def _fetch(sql: str, ids: Collection[int]) -> list[tuple[Any, ...]]:
         return []
     with connection.cursor() as cursor:
         cursor.execute(sql, [list(ids)])
-        return cursor.fetchall()
+        return list(cursor.fetchall())
 
 
 def item_rows(item_ids: Collection[int]) -> dict[int, ItemRow]:

@@ -1,0 +1,1 @@
+"""Text handling shared by the build and the query: analysis, the query parser, highlighting, chunking."""
