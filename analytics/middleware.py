@@ -40,8 +40,9 @@ MCP_METHODS = frozenset(
         "completion/complete",
     }
 )
-# Paths not measured: static files and the metrics endpoint itself.
-SKIPPED_PREFIXES = ("/static/", "/media/", "/metrics", "/favicon.ico")
+# Paths not measured: static files, the metrics endpoint itself, and load-balancer probes (answered before
+# this middleware runs; listed in case it is moved).
+SKIPPED_PREFIXES = ("/static/", "/media/", "/metrics", "/favicon.ico", "/healthz", "/readyz")
 # (exact path or prefix ending in "/", surface, operation), first match wins.
 ROUTES: tuple[tuple[str, str, str], ...] = (
     ("/api/search/preview", "browse", "api_preview"),

@@ -181,3 +181,37 @@ class BoundedRequestBody:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+class HealthEndpoints:
+    """Answers ``GET``/``HEAD`` ``/healthz`` and ``/readyz`` (``config.views``) ahead of every other middleware.
+
+    First in ``MIDDLEWARE``: a probe is not subject to ``ALLOWED_HOSTS`` (load balancers probe the instance's
+    address), ``SECURE_SSL_REDIRECT`` (they probe over plain HTTP behind the TLS proxy), sessions, CSRF,
+    rate limits or the request metrics. The answers hold no data and build no URL from the Host header.
+    """
+
+    sync_capable = True
+    async_capable = False
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        from config import views
+
+        self.get_response = get_response
+        self.views: dict[str, Callable[[HttpRequest], HttpResponse]] = {
+            "/healthz": views.healthz,
+            "/readyz": views.readyz,
+        }
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        view = self.views.get(request.path_info)
+        if view is None:
+            return self.get_response(request)
+        if request.method not in ("GET", "HEAD"):
+            response = HttpResponse(status=405)
+            response["Allow"] = "GET, HEAD"
+            return response
+        response = view(request)
+        if request.method == "HEAD":
+            response.content = b""
+        return response

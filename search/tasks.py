@@ -22,7 +22,6 @@ from datetime import timedelta
 from typing import Any
 
 from celery import shared_task
-from django.core.cache import cache
 from django.utils import timezone
 
 from config.settings import schedule
@@ -39,7 +38,14 @@ PROVIDER_RETRY = {"retry_backoff": 30, "retry_backoff_max": 900, "retry_jitter":
 
 @shared_task(name="search.index_build", acks_late=True, ignore_result=True)
 def index_build_task() -> str:
-    """Debounced build: reschedules itself while changes keep coming; one build at a time (Redis lock)."""
+    """Debounced build: reschedules itself while changes keep coming; one build at a time (the job's lock).
+
+    The lock is the ``index_build`` job's PostgreSQL advisory lock (``jobs.job_execute``): a worker killed
+    mid-build loses it with its connection, so the redelivered message builds at once, not after a timeout.
+    A change made while a build runs leaves the index dirty (the build clears the flag only if nothing
+    marked it since it started): the build then asks for another one, so the change never waits for the
+    beat's safety net.
+    """
     from search.models import IndexState
     from search.services import indexing, jobs
 
@@ -49,29 +55,18 @@ def index_build_task() -> str:
     if state.dirty_since and timezone.now() - state.dirty_since < timedelta(seconds=INDEX_DEBOUNCE_S):
         index_build_task.apply_async(countdown=INDEX_DEBOUNCE_S)
         return "debounced"
-    try:
-        lock = cache.lock("lock:index_build", timeout=3600, blocking_timeout=0)  # type: ignore[attr-defined]  # Redis cache
-        acquired = lock.acquire()
-    except Exception:  # noqa: BLE001 - without Redis, build without the lock
-        lock, acquired = None, True
-    if not acquired:
+
+    def _build() -> jobs.JobResult:
+        result = indexing.index_rebuild()
+        return jobs.JobResult(items_touched=int(result["columns"]) + int(result["embedded"]), detail=result)
+
+    outcome = jobs.job_execute(job=jobs.INDEX_BUILD, run=_build)
+    if not outcome.ran:
         return "busy"
-    try:
-
-        def _build() -> jobs.JobResult:
-            result = indexing.index_rebuild()
-            return jobs.JobResult(
-                items_touched=int(result["columns"]) + int(result["embedded"]), detail=result
-            )
-
-        outcome = jobs.job_execute(job=jobs.INDEX_BUILD, run=_build)
-    finally:
-        if lock is not None:
-            try:
-                lock.release()
-            except Exception:  # noqa: BLE001
-                pass
-    return "built" if outcome.ran else "busy"
+    if IndexState.objects.filter(pk=1, dirty=True).exists():
+        index_build_task.apply_async(countdown=INDEX_DEBOUNCE_S)
+        return "built, again dirty: another build queued"
+    return "built"
 
 
 # Publishing happens on one background thread: a save never waits for the broker (a hung broker holds a

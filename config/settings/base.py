@@ -7,7 +7,10 @@ embedded servers at a temporary folder.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
 
 from config import env
 
@@ -39,7 +42,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First, so its request latency (per surface and MCP tool, for /metrics) includes every other step.
+    # /healthz and /readyz for load balancers, before everything else: no host check, HTTPS redirect,
+    # session, CSRF or metrics for a probe (config/views.py says why).
+    "config.middleware.HealthEndpoints",
+    # Then this, so its request latency (per surface and MCP tool, for /metrics) includes every other step.
     "analytics.middleware.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # A database outage answers 503 + Retry-After in each surface's error shape, not 500.
@@ -127,17 +133,46 @@ CACHES = {
     }
 }
 
-CELERY_BROKER_URL = REDIS_URL
+# The broker is Valkey/Redis (the transport options below are Redis's); by default the same server as the cache.
+CELERY_BROKER_URL = env.env_str("CELERY_BROKER_URL") or REDIS_URL
+if CELERY_BROKER_URL.partition("://")[0] not in ("redis", "rediss", "redis+socket", "socket", "sentinel", "unix"):
+    raise ImproperlyConfigured(
+        f"CELERY_BROKER_URL={CELERY_BROKER_URL!r} is not a Redis URL: this product's workers use Valkey/Redis "
+        "as their broker (redis://host:6379/0 or rediss://...). Unset it to use REDIS_URL."
+    )
+# Queue the web processes, workers and beat send to and consume; several deployments may share one server.
+CELERY_TASK_DEFAULT_QUEUE = env.env_str("CELERY_TASK_DEFAULT_QUEUE", "celery") or "celery"
 CELERY_RESULT_BACKEND = None
+# No task is lost with a worker: a message is acknowledged when its task has finished (acks late), a task
+# whose pool process died is handed back (reject on worker lost), and a worker reserves one message per
+# pool process, no more (prefetch 1). A whole worker killed (SIGKILL, a lost host) cannot hand anything back:
+# the Redis broker gives its unacknowledged messages to another worker once CELERY_VISIBILITY_TIMEOUT_S
+# has passed since they were delivered. Every task is idempotent (search/tasks.py), so a second run is safe.
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Saving a document must never hang on a dead broker: publishing gives up quickly.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1, "socket_timeout": 2, "max_retries": 1}
+# Longer than any task runs and than any countdown it is given (retries back off up to 15 minutes): a
+# message still unacknowledged after it is delivered again, to a second worker, while the first still runs.
+CELERY_VISIBILITY_TIMEOUT_S = env.env_int("CELERY_VISIBILITY_TIMEOUT_S", 3600, minimum=1, maximum=7 * 24 * 3600)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # Saving a document must never hang on a dead broker: publishing gives up quickly.
+    "socket_connect_timeout": 1,
+    "socket_timeout": 2,
+    "max_retries": 1,
+    "visibility_timeout": CELERY_VISIBILITY_TIMEOUT_S,
+    # Workers look for messages past the visibility timeout this often (Celery's default is every 100 s).
+    "unacked_restore_interval": max(1, min(10, CELERY_VISIBILITY_TIMEOUT_S // 5)),
+    "unacked_restore_throttle": 1,
+}
 CELERY_TASK_PUBLISH_RETRY = False
 CELERY_TASK_ALWAYS_EAGER = env.env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Exactly one beat sends: any number may run, the one holding this Valkey/Redis lock leads (config/beat.py);
+# a standby takes over within about BEAT_LEADER_TTL_S seconds of the leader's death.
+CELERY_BEAT_SCHEDULER = "config.beat:LeaderScheduler"
+BEAT_LEADER_KEY = env.env_str("BEAT_LEADER_KEY", "kb:beat:leader") or "kb:beat:leader"
+BEAT_LEADER_TTL_S = env.env_float("BEAT_LEADER_TTL_S", 30.0, minimum=1.0, maximum=600.0)
 
 from config.settings.schedule import CELERY_BEAT_SCHEDULE  # noqa: E402,F401
 
@@ -152,10 +187,12 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = KB_HOME / "static"
+# Each web process serves the collected static files itself (WhiteNoise): run collectstatic on every host.
+STATIC_ROOT = Path(env.env_str("STATIC_ROOT") or KB_HOME / "static")
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").exists() else []
 MEDIA_URL = "media/"
-MEDIA_ROOT = KB_HOME / "media"
+# Admin uploads (item thumbnails). Not served by the product: on several hosts, a shared folder the proxy serves.
+MEDIA_ROOT = Path(env.env_str("MEDIA_ROOT") or KB_HOME / "media")
 
 LOGIN_URL = "/admin/login/"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 256 * 1024, minimum=1024)
@@ -250,3 +287,17 @@ POPULAR_TOPICS_MIN_CALLERS = env.env_int("POPULAR_TOPICS_MIN_CALLERS", 3, minimu
 # "Authorization: Bearer <METRICS_TOKEN>".
 METRICS_ALLOWED_IPS = env.env_list("METRICS_ALLOWED_IPS", ["127.0.0.1", "::1"])
 METRICS_TOKEN = env.env_str("METRICS_TOKEN")
+
+# --- Health endpoints for load balancers (config/health.py; docs/deploy.md) ---
+# /healthz: the process answers. /readyz: it can serve: database, cache, broker and embedding model reachable.
+# The checks run side by side and each gives up after this long, so /readyz answers within it.
+READINESS_TIMEOUT_S = env.env_float("READINESS_TIMEOUT_S", 2.0, minimum=0.1, maximum=30.0)
+# The checks /readyz needs for a 200; the others are still reported. E.g. "database,model" keeps the web
+# processes in the pool through a Valkey outage, which they serve through (cache misses, limits fail open).
+READINESS_CHECKS = ("database", "cache", "broker", "model")
+READINESS_REQUIRED = env.env_list("READINESS_REQUIRED", list(READINESS_CHECKS))
+if unknown_checks := sorted(set(READINESS_REQUIRED) - set(READINESS_CHECKS)):
+    raise ImproperlyConfigured(
+        f"READINESS_REQUIRED names unknown checks {', '.join(unknown_checks)}: "
+        f"use a comma-separated subset of {','.join(READINESS_CHECKS)}."
+    )

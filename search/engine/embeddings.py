@@ -26,7 +26,7 @@ import re
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from django.conf import settings
 
@@ -34,6 +34,8 @@ from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
 from search.text import analysis
 
 logger = logging.getLogger(__name__)
+
+PingStatus = Literal["ok", "unreachable", "refused"]
 
 
 class EmbeddingProvider(Protocol):
@@ -114,6 +116,10 @@ class LocalEmbedder:
     def load(self) -> None:
         self._load()
 
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         model = self._load()
         vectors = model.encode(list(texts), batch_size=32, normalize_embeddings=True, show_progress_bar=False)
@@ -149,6 +155,10 @@ class E5Embedder:
     def load(self) -> None:
         with self._lock:
             self._load()
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -216,6 +226,23 @@ class OpenAIEmbedder:
         if any(len(v) != self.dimensions for v in vectors):
             raise EmbeddingUnavailable(f"OpenAI returned vectors that are not {self.dimensions}-dimensional.")
         return vectors
+
+    def ping(self, *, timeout_s: float) -> tuple[PingStatus, str]:
+        """Whether the API answers, without embedding anything (``GET /models/<model>``, no retries).
+
+        Any HTTP answer counts as reachable (a compatible server may not list models), except a refused key.
+        """
+        import openai
+
+        try:
+            self._client.with_options(timeout=timeout_s, max_retries=0).models.retrieve(self.model)
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            return "refused", f"the API refused the key (HTTP {exc.status_code}): check OPENAI_API_KEY"
+        except openai.APIStatusError:
+            return "ok", ""
+        except openai.OpenAIError as exc:
+            return "unreachable", f"{exc.__class__.__name__}: {str(exc)[:200]}"
+        return "ok", ""
 
 
 @lru_cache(maxsize=8)
@@ -301,6 +328,21 @@ def provider_warm(provider: EmbeddingProvider | None = None) -> None:
     load = getattr(provider or get_provider(), "load", None)
     if load is not None:
         load()
+
+
+def provider_loaded(provider: EmbeddingProvider) -> bool:
+    """Whether a local model's weights are in this process's memory (always True for hash and API models)."""
+    return bool(getattr(provider, "loaded", True))
+
+
+def provider_ping(provider: EmbeddingProvider, *, timeout_s: float) -> tuple[PingStatus, str]:
+    """("ok", "") when an API model answers within ``timeout_s`` (local models: always), else the status and
+    why ("unreachable": no answer; "refused": the key was refused)."""
+    ping = getattr(provider, "ping", None)
+    if ping is None:
+        return "ok", ""
+    status, detail = ping(timeout_s=timeout_s)
+    return status, str(detail)
 
 
 def provider_named(name: str) -> EmbeddingProvider:

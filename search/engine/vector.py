@@ -132,6 +132,25 @@ def lane_model() -> str:
     return _known_space(max_age_s=KNOWN_SPACE_MAX_AGE_S)[0]
 
 
+_lane_providers: dict[tuple[str, str], tuple[EmbeddingProvider, float]] = {}
+
+
+def lane_provider(*, max_age_s: float | None = None) -> EmbeddingProvider:
+    """The provider the vector lane embeds queries with: the active space's model, or the configured one
+    while no space is active (the first build activates it). Read-only (never activates a space: that takes
+    the space lock, which a starting process or a health probe must not wait on); the space is read again
+    when this process's copy is older than ``max_age_s`` (default KNOWN_SPACE_MAX_AGE_S)."""
+    max_age_s = KNOWN_SPACE_MAX_AGE_S if max_age_s is None else max_age_s
+    key = (connection.alias, str(connection.settings_dict.get("NAME")))
+    known = _lane_providers.get(key)
+    if known is not None and time.monotonic() - known[1] <= max_age_s:
+        return known[0]
+    space = EmbeddingSpace.objects.filter(active=True).values_list("model", "dimensions").first()
+    provider = space_provider(*space) if space else get_provider()
+    _lane_providers[key] = (provider, time.monotonic())
+    return provider
+
+
 def lane_warm() -> None:
     """Load the model the vector lane embeds queries with, now, so the first search's embedding budget
     (EMBEDDING_BUDGET_S, meant for a slow provider) is not spent loading weights. Web processes, workers and
@@ -139,10 +158,7 @@ def lane_warm() -> None:
     from search.engine.embeddings import provider_warm
 
     try:
-        # Read-only (never activates a space: that takes the space lock, which a starting process must not
-        # wait on); with no active space yet, the configured model is the one the first build activates.
-        space = EmbeddingSpace.objects.filter(active=True).values_list("model", "dimensions").first()
-        provider_warm(space_provider(*space) if space else get_provider())
+        provider_warm(lane_provider(max_age_s=0))
     except Exception as exc:  # noqa: BLE001 - a cold model must not stop a process from starting
         logger.warning("could not load the embedding model ahead of searches: %s", exc)
 

@@ -1,9 +1,9 @@
 """A local HTTP server speaking enough of the OpenAI protocol for the real ``openai`` client.
 
-Answers ``POST /v1/chat/completions`` and ``POST /v1/embeddings`` on 127.0.0.1. Behaviour is set on
-the instance while it runs: ``delay_s`` (each request waits), ``hang`` (requests never answer until
-the server stops), ``fail_status`` (answer every request with that HTTP error) or ``fail_times``
-(fail only the next N requests). Embeddings are deterministic
+Answers ``POST /v1/chat/completions``, ``POST /v1/embeddings`` and ``GET /v1/models/<id>`` on 127.0.0.1.
+Behaviour is set on the instance while it runs: ``delay_s`` (each request waits), ``hang`` (requests never
+answer until the server stops), ``fail_status`` (answer every request with that HTTP error) or
+``fail_times`` (fail only the next N POST requests). Embeddings are deterministic
 (:func:`fake_vector`), so a test can predict every stored vector.
 """
 
@@ -55,6 +55,18 @@ class FakeOpenAI:
                     self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout): fine
+
+            def do_GET(self) -> None:  # noqa: N802 - ``GET /v1/models/<id>`` (the readiness probe's ping)
+                with fake._lock:
+                    fake.requests.append((self.path, {}))
+                if fake.hang:
+                    fake._stop.wait(30)
+                    return
+                if fake.fail_status:
+                    self._send(fake.fail_status, {"error": {"message": "fake failure", "type": "server_error"}})
+                    return
+                name = self.path.rsplit("/", 1)[-1]
+                self._send(200, {"id": name, "object": "model", "created": 0, "owned_by": "fake"})
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 length = int(self.headers.get("Content-Length") or 0)

@@ -1,0 +1,54 @@
+"""Fixtures of the deployment tests: product processes that are always stopped, and the replica seam."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.deploy.processes import Beat, Proc, Web, Worker
+
+
+class Processes:
+    """Starts product processes for one test and stops every one of them (and their groups) at its end."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.started: list[Proc] = []
+
+    def web(self, name: str, host: str, env: dict[str, str]) -> Web:
+        return self._keep(Web(name, host, env, self.log_dir))
+
+    def worker(self, name: str, env: dict[str, str], **kwargs: Any) -> Worker:
+        return self._keep(Worker(name, env, self.log_dir, **kwargs))
+
+    def beat(self, name: str, env: dict[str, str], **kwargs: Any) -> Beat:
+        return self._keep(Beat(name, env, self.log_dir, **kwargs))
+
+    def _keep(self, proc: Any) -> Any:
+        self.started.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.started):
+            proc.terminate()
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[Processes]:
+    running = Processes(tmp_path)
+    try:
+        yield running
+    finally:
+        running.stop_all()
+
+
+@pytest.fixture
+def replica_urls() -> list[str]:
+    """URLs of streaming replicas of the test database, given to every product process as
+    ``DATABASE_REPLICA_URLS``. None here: the processes read from the primary. A fixture that starts a
+    replica (``pg_basebackup`` from the session's server) returns its URL from this fixture, and the
+    many-hosts test then runs against one primary and that replica unchanged."""
+    return []
