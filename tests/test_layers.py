@@ -6,10 +6,12 @@ import ast
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("search", "presets", "analytics", "browse", "graphql_api", "mcp_api", "benchmarks", "adapters")
+# The packages the contracts cover, as pyproject.toml lists them (a new app joins the layers there).
+PACKAGES = tuple(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"])
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
