@@ -1,6 +1,6 @@
 """The lexical lane: BM25 over title and body, in one SQL query, from statistics built ahead of time.
 
-Rules (each pinned by tests/search/test_lexical.py):
+Rules (each pinned by tests/search/engine/test_lexical.py):
 - chunks holding every query term rank first; the rest follow by score, where a missing common term
   costs less than a missing rare one (BM25's idf), and the result says ``partial_match``;
 - each term matches its stem (item language) and its written form (folded) in the same query;
