@@ -164,7 +164,7 @@ class Chunk(models.Model):
     # dimension (search.engine.vector), so vectors of different models are never compared.
     embedding = VectorField(null=True)
     embedding_model = models.CharField(max_length=120, blank=True, db_index=True)
-    # sha256 of the chunk's embedding text (vector.chunk_embedding_text), written when the chunk is embedded
+    # sha256 of the chunk's embedding text (vector_index.chunk_embedding_text), written when the chunk is embedded
     # or staged for a new model: the EmbeddingCache key of its vector in every model, so a model switch counts
     # its progress and flips with joins instead of re-reading and hashing every text. Chunks never change
     # text (a new revision gets new chunks), so the hash stays right. Null: not computed yet.

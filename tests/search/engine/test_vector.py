@@ -70,11 +70,3 @@ def test_query_embedding_embeds_a_query_once_then_reads_it_from_the_cache(monkey
     assert calls == ["harbour tide table"]
     assert list(first) == list(second) and first.model == second.model == vector.lane_model()
 
-
-def test_vector_index_ensure_creates_the_active_models_hnsw_index_once() -> None:
-    make_item(title="Harbour guide", body="Cranes and berths.")
-    build()
-    name = vector.vector_index_ensure()
-    # a second call finds it and creates nothing
-    assert vector.vector_index_ensure() == name
-    assert vector.vector_index_exists(vector.lane_model())
