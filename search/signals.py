@@ -6,3 +6,6 @@ from django.dispatch import Signal
 # Receivers (the query log, metrics) must be cheap and must never raise into the search.
 search_performed = Signal()
 
+# Sent by search.services.content when the term statistics become stale (with SEARCH_AUTO_BUILD on);
+# search.receivers asks a worker for a debounced build.
+index_marked_dirty = Signal()

@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from search.models import Chunk, ContentItem, IndexState, Revision
+from search.signals import index_marked_dirty
 from search.text.analysis import folded_text
 from search.text.chunking import chunk_markdown
 
@@ -41,9 +42,7 @@ def index_mark_dirty() -> None:
     if not updated:
         IndexState.objects.get_or_create(pk=1, defaults={"dirty": True, "dirty_since": now})
     if settings.SEARCH_AUTO_BUILD:
-        from search.tasks import index_build_enqueue
-
-        index_build_enqueue()
+        index_marked_dirty.send(sender=None)  # search.receivers: a debounced build on a worker
 
 
 def revision_chunk(*, revision: Revision) -> int:
