@@ -410,8 +410,8 @@ class _PreviewScope:
 
     @classmethod
     def of(cls, principal: Principal, corpus: Corpus, folded: str) -> _PreviewScope:
-        scope = ItemScope(principal, corpus)
-        items = scope.items_sql(scope.items().filter(superseded_by__isnull=True))
+        scope = ItemScope(principal, corpus)  # the default filters leave superseded items out
+        items = scope.items_sql()
         assert items is not None  # no filters: the access rule alone always compiles
         return cls(_like_pattern(folded), items, scope.revision_column, scope.chunk_column)
 
