@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("search", "presets", "analytics", "browse", "graphql_api", "mcp_api", "benchmarks", "adapters")
+PACKAGES = ("search", "accounts", "presets", "analytics", "follows", "browse", "graphql_api", "mcp_api", "benchmarks",
+            "adapters")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
