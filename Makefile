@@ -19,7 +19,7 @@ test: lint chromium
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy search accounts presets analytics browse graphql_api mcp_api benchmarks config adapters
+	$(VENV)/bin/mypy search accounts presets analytics browse graphql_api mcp_api benchmarks config adapters follows
 
 # Refresh docs/reliability/figures.json, the figures docs/reliability.md cites: the reliability suite with its
 # figures written to that tracked file (a plain test run writes them to var/reliability/figures.json).

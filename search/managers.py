@@ -71,6 +71,8 @@ class ContentItemQuerySet(models.QuerySet):
             qs = qs.filter(updated_at__date__gte=filters.date_from)
         if filters.date_to:
             qs = qs.filter(updated_at__date__lte=filters.date_to)
+        if filters.changed_since:
+            qs = qs.filter(updated_at__gte=filters.changed_since)
         if filters.freshness_days:
             qs = qs.filter(updated_at__gte=timezone.now() - timedelta(days=filters.freshness_days))
         if filters.overdue_review is True:

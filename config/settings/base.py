@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "graphql_api",
     "mcp_api",
     "analytics",
+    "follows",  # followed searches: what is new for the searches users care about
     "benchmarks",  # manage.py bench and evaluate (their libraries: the [bench] extra)
     "config",  # the project itself: its one command, ``manage.py up`` (the process runner)
 ]
@@ -139,7 +140,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1, "socket_timeout"
 CELERY_TASK_PUBLISH_RETRY = False
 CELERY_TASK_ALWAYS_EAGER = env.env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 
-from config.settings.schedule import CELERY_BEAT_SCHEDULE  # noqa: E402,F401
+from config.settings.schedule import CELERY_BEAT_SCHEDULE, FOLLOWS_EVERY_MINUTES  # noqa: E402,F401
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -250,3 +251,20 @@ POPULAR_TOPICS_MIN_CALLERS = env.env_int("POPULAR_TOPICS_MIN_CALLERS", 3, minimu
 # "Authorization: Bearer <METRICS_TOKEN>".
 METRICS_ALLOWED_IPS = env.env_list("METRICS_ALLOWED_IPS", ["127.0.0.1", "::1"])
 METRICS_TOKEN = env.env_str("METRICS_TOKEN")
+
+# --- Followed searches (follows app; docs/browse.md "Follow a search") ---
+# A run records at most this many items per follow: the top N by rank (the engine's page limit is 100).
+FOLLOW_TOP_N = env.env_int("FOLLOW_TOP_N", 50, minimum=1, maximum=100)
+# The e-mail digest after a run that found something new, for users who turned it on at /follows.
+FOLLOWS_DIGEST = env.env_bool("FOLLOWS_DIGEST", False)
+# Absolute links in e-mails (the digest): where the site is served.
+SITE_URL = env.env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+# --- E-mail (Django's mail framework over SMTP; used by the follows digest) ---
+EMAIL_HOST = env.env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env.env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env.env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env.env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env.env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env.env_int("EMAIL_TIMEOUT", 10, minimum=1, maximum=300)
+DEFAULT_FROM_EMAIL = env.env_str("DEFAULT_FROM_EMAIL", "kb-search@localhost")
