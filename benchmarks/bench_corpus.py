@@ -512,3 +512,11 @@ def corpus_counts() -> LoadReport:
         reused=True,
         seconds=dict((flag.value.get("seconds") if flag else None) or {}),
     )
+
+
+# Everything the measured paths read: tables, their TOAST tables and all their indexes.
+PREWARM_TABLES = (
+    "search_chunk", "search_postings", "search_term_stats", "search_corpus_stats", "search_revision",
+    "search_contentitem", "search_citation", "search_embeddingspace", "search_text_pairs",
+    "search_text_pieces",
+)

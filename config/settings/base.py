@@ -50,6 +50,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Content written by a signed-in caller sends their reads to the primary for READ_YOUR_WRITES_S.
+    "config.middleware.ReadYourWritesMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -104,6 +106,19 @@ if env.env_str("KB_PROCESS_ROLE") == "web" and DB_POOL_MAX_SIZE:
     if _default_db["ENGINE"] == "django.db.backends.postgresql":
         _default_db["ENGINE"] = "config.postgres_db"  # fails fast when the server is down (see there)
 DATABASES = {"default": _default_db}
+# --- Read replicas (docs/engine.md, "Reads on replicas"): DATABASE_REPLICA_URLS, comma-separated PostgreSQL URLs
+# of streaming replicas of DATABASE_URL's server; each becomes the alias replica_1, replica_2, … Read-only search
+# paths read from them (search.engine.reads); writes, migrations and builds go to the primary (config.db_router).
+DATABASES.update(env.database_replicas(env.env_list("DATABASE_REPLICA_URLS", []), _default_db))
+DATABASE_REPLICAS = tuple(alias for alias in DATABASES if alias != "default")
+DATABASE_ROUTERS = ["config.db_router.ReplicaRouter"]
+# A replica more than this many seconds behind the primary is skipped until it catches up.
+REPLICA_MAX_LAG_S = env.env_float("REPLICA_MAX_LAG_S", 5.0, minimum=0.0, maximum=3600.0)
+# How often each process checks its replicas (reachable? how far behind?); a skipped replica is back after the
+# first check that finds it healthy.
+REPLICA_PROBE_S = env.env_float("REPLICA_PROBE_S", 2.0, minimum=0.05, maximum=300.0)
+# A principal who changed content reads from the primary for this many seconds (read-your-writes; 0 = off).
+READ_YOUR_WRITES_S = env.env_float("READ_YOUR_WRITES_S", 10.0, minimum=0.0, maximum=3600.0)
 # Name of the production database; `kb_search --env=prod` refuses to run against anything else.
 PRODUCTION_DATABASE_NAME = env.env_str("PRODUCTION_DATABASE_NAME", "")
 

@@ -35,6 +35,7 @@ from search.engine.embeddings import (
     get_provider,
     provider_for_model,
 )
+from search.engine.reads import read_connection
 from search.engine.scope import chunk_column
 from search.engine.sql import Fragment
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
@@ -231,7 +232,7 @@ def item_vector(item_id: int, corpus: str, *, space: tuple[str, int] | None = No
     """An item's vector for similar_to: the mean of its chunk vectors in the corpus, in the active space
     (or ``space``, a (model, dimensions) pair)."""
     model, dims = space or _known_space()
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             f"SELECT avg(embedding::vector({int(dims)}))::text FROM search_chunk "
             f"WHERE item_id = %s AND embedding_model = %s AND {chunk_column(corpus)}",
@@ -258,7 +259,8 @@ _SCAN_SETTINGS_SQL = (
 )
 _session_settings: weakref.WeakKeyDictionary[Any, tuple[str, str]] = weakref.WeakKeyDictionary()
 # The active space (model, dimensions, when read) as this process last read it, per database (alias and
-# name: evaluate and bench switch the default connection to a scratch database): the search statement
+# name: evaluate and bench switch the default connection to a scratch database; a replica streams the primary's
+# rows, its own entry all the same): the search statement
 # checks it itself (one more row says whether that model is still the active one), so no query reads it
 # first. ``lane_model`` (fusion's lane weights) has no statement to check it, so it re-reads the space
 # when the process's copy is older than KNOWN_SPACE_MAX_AGE_S.
@@ -267,7 +269,8 @@ KNOWN_SPACE_MAX_AGE_S = 30.0
 
 
 def _known_space(*, refresh: bool = False, max_age_s: float | None = None) -> tuple[str, int]:
-    key = (connection.alias, str(connection.settings_dict.get("NAME")))
+    reader = read_connection()
+    key = (reader.alias, str(reader.settings_dict.get("NAME")))
     known = None if refresh else _known_spaces.get(key)
     if known is not None and max_age_s is not None and time.monotonic() - known[2] > max_age_s:
         known = None
@@ -351,15 +354,16 @@ def _nearest(
     """
     params = [model, *params]
     ef, tuples = _scan_settings()
-    if connection.in_atomic_block:  # a caller's transaction: settings local to a savepoint of it
-        with transaction.atomic(), connection.cursor() as cursor:
+    reader = read_connection()
+    if reader.in_atomic_block:  # a caller's transaction: settings local to a savepoint of it
+        with transaction.atomic(using=reader.alias), reader.cursor() as cursor:
             cursor.execute(_SCAN_SETTINGS_SQL, {"local": True, "ef": ef, "tuples": tuples})
             cursor.execute(sql, params)
             rows = cursor.fetchall()
     else:
-        connection.ensure_connection()
-        raw = connection.connection
-        with connection.cursor() as cursor:
+        reader.ensure_connection()
+        raw = reader.connection
+        with reader.cursor() as cursor:
             if _session_settings.get(raw) != (ef, tuples):
                 cursor.execute(_SCAN_SETTINGS_SQL, {"local": False, "ef": ef, "tuples": tuples})
                 _session_settings[raw] = (ef, tuples)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from search.engine import reads
 from search.engine.cursors import cursor_decode, cursor_encode
 from search.engine.scope import corpus_for
 from search.errors import InvalidQuery, NotFound
@@ -25,6 +26,7 @@ def _storable(text: str) -> bool:
     return "\x00" not in text and not any("\ud800" <= ch <= "\udfff" for ch in text)
 
 
+@reads.replica_reads
 def item_get(
     *, principal: Principal, item_id: int | None = None, slug: str | None = None, external_id: str | None = None,
     corpus: Corpus = "live",
@@ -70,6 +72,7 @@ SORTS: dict[str, list[str]] = {
 INVALID_LISTING_CURSOR = "cursor is not valid for this listing; start again without it."
 
 
+@reads.replica_reads
 def items_list(
     *, principal: Principal, filters: SearchFilters | None = None, sort: BrowseSort = "newest",
     cursor: str | None = None, limit: int = 20, corpus: Corpus = "live",
