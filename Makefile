@@ -19,7 +19,8 @@ test: lint chromium
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy search accounts presets analytics browse graphql_api mcp_api benchmarks config adapters
+	@# mypy loads the settings (django-stubs): a REDIS_URL keeps them from starting an embedded Valkey that outlives it
+	REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:9/0} $(VENV)/bin/mypy search accounts presets analytics browse graphql_api mcp_api benchmarks config adapters follows
 
 # Refresh docs/reliability/figures.json, the figures docs/reliability.md cites: the reliability suite with its
 # figures written to that tracked file (a plain test run writes them to var/reliability/figures.json).

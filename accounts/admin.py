@@ -25,16 +25,18 @@ from accounts.models import ApiKey, UserProfile
 class ApiKeyAdmin(admin.ModelAdmin):
     list_display = ["name", "prefix", "all_content", "status", "expires_at", "last_used_at", "created_at"]
     list_filter = ["all_content", ("revoked_at", admin.EmptyFieldListFilter)]
-    search_fields = ["name", "prefix"]
+    search_fields = ["name", "prefix", "user__username"]
     filter_horizontal = ["groups"]
+    raw_id_fields = ["user"]
     actions = ["revoke"]
     ordering = ["-created_at"]
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> Any:
         if obj is None:
-            return ["name", "all_content", "groups", "expires_at"]
+            return ["name", "user", "all_content", "groups", "expires_at"]
         return [
             "name",
+            "user",
             "prefix",
             "all_content",
             "groups",

@@ -128,3 +128,10 @@ def api_key_revoke(*, api_key: ApiKey, now: datetime | None = None) -> bool:
     )
     api_key.refresh_from_db(fields=["revoked_at"])
     return bool(updated)
+
+
+def api_key_user_id(*, api_key_id: int | None) -> int | None:
+    """The user a key acts for (``ApiKey.user``), or ``None`` for a key without one (or no key)."""
+    if api_key_id is None:
+        return None
+    return ApiKey.objects.filter(pk=api_key_id).values_list("user_id", flat=True).first()

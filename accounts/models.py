@@ -32,6 +32,15 @@ class ApiKey(models.Model):
     key_hash = models.CharField(max_length=64)
     all_content = models.BooleanField(default=True, help_text="Read everything; otherwise only `groups`.")
     groups = models.ManyToManyField(Group, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="api_keys",
+        help_text="The person the key acts for, for tools about their own things (MCP follow_news). The key's "
+        "scope above still decides what it may read.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

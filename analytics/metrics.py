@@ -1,5 +1,5 @@
 """Prometheus metrics: request latency per surface and per MCP operation/tool, search latency per lane,
-zero-result and degraded counters; and who may read ``/metrics``.
+zero-result and degraded counters, reads per database and replica lag; and who may read ``/metrics``.
 
 Two kinds of latency are measured on purpose:
 
@@ -32,6 +32,7 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
 )
@@ -75,6 +76,24 @@ DEGRADED = Counter(
 QUERY_LOG_FAILURES = Counter(
     "kb_query_log_failures", "Searches the query log could not record (the search itself still answered)."
 )
+# Reads on the primary and its replicas (search.engine.reads): one per read-only call (a search, a preview, a
+# page's reads, a GraphQL query); a read a failing replica handed back to the primary counts on both.
+DATABASE_READS = Counter(
+    "kb_db_reads", "Read-only calls per database they ran on (default = the primary, replica_N).", ["database"]
+)
+# Set by each process's replica probe (every REPLICA_PROBE_S); the most recent value wins across processes.
+REPLICA_LAG = Gauge(
+    "kb_replica_lag_seconds",
+    "Seconds a replica is behind the primary, as last probed (NaN: it did not answer).",
+    ["database"],
+    multiprocess_mode="mostrecent",
+)
+REPLICA_UP = Gauge(
+    "kb_replica_up",
+    "1 while reads may go to the replica (answering and within REPLICA_MAX_LAG_S), else 0.",
+    ["database"],
+    multiprocess_mode="mostrecent",
+)
 
 _LABEL = re.compile(r"^[a-z0-9_./-]{1,40}$")
 
@@ -103,6 +122,15 @@ def observe_search(*, surface: str, tool: str, result: RetrievalResult) -> None:
         PARTIAL_MATCHES.labels(surface, tool).inc()
     for reason in result.degraded:
         DEGRADED.labels(surface, label(reason)).inc()
+
+
+def observe_read(*, database: str) -> None:
+    DATABASE_READS.labels(label(database)).inc()
+
+
+def observe_replica(*, database: str, healthy: bool, lag_s: float | None) -> None:
+    REPLICA_LAG.labels(label(database)).set(float("nan") if lag_s is None else lag_s)
+    REPLICA_UP.labels(label(database)).set(1 if healthy else 0)
 
 
 def observe_request(*, surface: str, operation: str, tool: str, status: int, seconds: float) -> None:

@@ -1,4 +1,5 @@
-"""The search receiver: every ``retrieve`` feeds the metrics and the query log. Cheap, and never raises.
+"""The search receiver: every ``retrieve`` feeds the metrics and the query log; reads per database and replica
+probes feed /metrics too. Cheap, and never raises.
 
 Surface and tool come from the ``RetrievalQuery`` (each adapter names itself); a query left at the default
 ``"internal"`` inside an HTTP request takes the request's surface (``analytics.context``). Searches with no
@@ -19,7 +20,7 @@ from analytics import metrics
 from analytics.context import request_info
 from analytics.models import QueryLog
 from analytics.services import querylog_entry
-from search.signals import search_performed
+from search.signals import database_read, replica_checked, search_performed
 from search.types import RetrievalQuery, RetrievalResult
 
 logger = logging.getLogger(__name__)
@@ -76,3 +77,19 @@ def _save(entry: QueryLog) -> None:
         entry.save(force_insert=True)
     except Exception:  # noqa: BLE001
         _failed()
+
+
+@receiver(database_read, dispatch_uid="analytics.database_read")
+def database_read_received(sender: Any, *, alias: str, **kwargs: Any) -> None:
+    try:
+        metrics.observe_read(database=alias)
+    except Exception:  # noqa: BLE001 - metrics must never break a read
+        logger.exception("analytics: could not count a read")
+
+
+@receiver(replica_checked, dispatch_uid="analytics.replica_checked")
+def replica_checked_received(sender: Any, *, alias: str, healthy: bool, lag_s: float | None, **kwargs: Any) -> None:
+    try:
+        metrics.observe_replica(database=alias, healthy=healthy, lag_s=lag_s)
+    except Exception:  # noqa: BLE001
+        logger.exception("analytics: could not record a replica's state")

@@ -8,7 +8,9 @@ For each corpus size, in its own scratch database (``scratch_db``; never the use
    an exact vector scan that cannot use the HNSW index;
 3. EXPLAIN ANALYZE the slowest statement of each path (captured with ``connection.execute_wrapper``);
 4. start the real ASGI app (uvicorn) on the database and time round trips of ``POST /api/search``,
-   GraphQL ``search`` and MCP ``find``, then a sustained mixed-load run (``load`` is the largest size's).
+   GraphQL ``search`` and MCP ``find``, then a sustained mixed-load run (``load`` is the largest size's);
+   with ``--replica`` the load runs twice, on the primary alone and with reads on a streaming replica
+   (``bench_replica``).
 
 Everything runs as an anonymous visitor (public, published items; the access filter is in every path).
 Query embeddings come from the ``hash`` provider and are cached before timing (as repeated queries are
@@ -39,6 +41,8 @@ from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 
 from benchmarks import bench_corpus, bench_http, scratch_db
+from benchmarks.bench_corpus import PREWARM_TABLES
+from benchmarks.bench_stats import load_summary, percentiles
 from search.engine import embeddings, lexical, preview, vector
 from search.engine.retrieve import retrieve
 from search.engine.scope import ItemScope
@@ -83,6 +87,8 @@ class BenchOptions:
     load_users: int = 16
     workers: int = 2
     keep_db: bool = False
+    # The mixed load once on the primary alone and once with reads on a streaming replica (bench_replica).
+    replica: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,20 +133,6 @@ def queries_load(path: Path, *, count: int, seed: int) -> BenchQueries:
     typist_words = [" ".join(window(rng.choice(texts))) for _ in range(count)]
     return BenchQueries(search=search, preview=preview, claims=claims, words=typist_words)
 
-
-def percentiles(values: list[float]) -> dict[str, float]:
-    """p50/p95/p99 in ms (linear interpolation between closest ranks)."""
-    ordered = sorted(values)
-    if not ordered:
-        return {"p50_ms": 0.0, "p95_ms": 0.0, "p99_ms": 0.0}
-
-    def at(q: float) -> float:
-        pos = (len(ordered) - 1) * q
-        low = int(pos)
-        high = min(low + 1, len(ordered) - 1)
-        return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
-
-    return {"p50_ms": round(at(0.50), 2), "p95_ms": round(at(0.95), 2), "p99_ms": round(at(0.99), 2)}
 
 
 # --- the paths ---
@@ -411,13 +403,6 @@ def _median_text(texts: list[str], latencies: list[float]) -> str:
 # --- the run ---
 
 
-# Everything the measured paths read: tables, their TOAST tables and all their indexes.
-PREWARM_TABLES = (
-    "search_chunk", "search_postings", "search_term_stats", "search_corpus_stats", "search_revision",
-    "search_contentitem", "search_citation", "search_embeddingspace", "search_text_pairs",
-    "search_text_pieces",
-)
-
 
 def prewarm(log: Callable[[str], None]) -> float | None:
     """Read the searched relations into memory (pg_prewarm) before timing anything, so every run measures
@@ -560,6 +545,7 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
             "embedding": f"hash-{settings.HASH_EMBEDDING_DIMENSIONS}",
             "lane_depth": settings.SEARCH["LANE_DEPTH"],
             "hnsw_ef_search": settings.SEARCH["HNSW_EF_SEARCH"],
+            "replica": opts.replica,
         },
     }
     largest = max(opts.sizes)
@@ -595,10 +581,16 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
                 if opts.http:
                     url = scratch_db.database_url(name)
                     http, errors, load_result = _measure_http(
-                        opts, queries, url, progress=progress, size=size, with_load=True, log=log
+                        opts, queries, url, progress=progress, size=size, with_load=not opts.replica, log=log
                     )
                     measured.update(http)
                     results["errors"][str(size)] = errors
+                    if opts.replica and opts.load_seconds > 0:
+                        from benchmarks import bench_replica
+
+                        compared = bench_replica.replica_compare(opts, queries, url, size=size, log=log)
+                        results.setdefault("replica", {})[str(size)] = compared
+                        load_result = compared.get("single")
                     if load_result is not None:
                         results.setdefault("load_sizes", {})[str(size)] = load_result
                         if size == largest:
@@ -703,18 +695,9 @@ def _measure_http(
                 seconds=opts.load_seconds,
                 seed=opts.seed,
             )
-            load = {
-                "requests": result.requests,
-                "errors": result.errors,
-                "rps": round(result.rps, 1),
-                "seconds": round(result.seconds, 1),
-                "users": opts.load_users,
-                "items": size,
-                **percentiles([v for values in result.by_kind.values() for v in values]),
-                "by_kind": {k: {**percentiles(v), "n": len(v)} for k, v in sorted(result.by_kind.items())},
-                "error_kinds": result.error_kinds,
-            }
+            load = load_summary(result, users=opts.load_users, items=size)
     return measured, errors, load
+
 
 
 def ratios(sizes: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, float | None]]]:
@@ -756,5 +739,5 @@ def _summary_line(size: int, paths: dict[str, Any]) -> str:
 
 def json_line(results: dict[str, Any]) -> str:
     """The ``--json`` line: sizes → path → percentiles, the load run, ratios, growth and build times."""
-    keep = ("sizes", "load", "load_sizes", "ratios", "growth_p50", "build", "machine", "options")
+    keep = ("sizes", "load", "load_sizes", "replica", "ratios", "growth_p50", "build", "machine", "options")
     return json.dumps({k: results[k] for k in keep if k in results}, default=str)

@@ -9,7 +9,7 @@ The rows are what the ORM importer and ``index_rebuild`` would write, only faste
 - search columns come from ``indexing.chunk_columns`` (the build's own function);
 - vectors are the ``hash`` embedding provider's (``HashEmbedder``: deterministic, L2-normalised
   feature hashing of the chunk's embedding text), computed by an equivalent memoised loop;
-then ``indexing.stats_refresh()`` and ``vector.vector_index_ensure()`` run exactly as in the build.
+then ``indexing.stats_refresh()`` and ``vector_index.vector_index_ensure()`` run exactly as in the build.
 Rows go in with ``COPY`` while the secondary indexes are dropped; the indexes are then recreated
 from their own definitions (``pg_indexes``), so the schema ends up exactly as migrated. The text-pair
 triggers (migrations 0009, 0010) are off during the copy; ``search_text_pairs_fill()`` and
@@ -39,11 +39,11 @@ from django.utils.text import slugify
 
 from search.engine import vector
 from search.engine.embeddings import HashEmbedder
-from search.engine.vector import chunk_embedding_text
 from search.errors import SearchError
 from search.models import Chunk, ContentItem, ContentType, IndexState, Revision, SystemFlag
-from search.services import indexing
+from search.services import indexing, vector_index
 from search.services.content import revision_hash
+from search.services.vector_index import chunk_embedding_text
 from search.text import analysis
 from search.text.chunking import chunk_markdown
 
@@ -481,7 +481,7 @@ def corpus_load(
     report.seconds["stats_refresh"] = time.monotonic() - started
     say(f"  term statistics: {report.seconds['stats_refresh']:.1f} s")
     started = time.monotonic()
-    vector.vector_index_ensure()
+    vector_index.vector_index_ensure()
     report.seconds["hnsw_index"] = time.monotonic() - started
     say(f"  HNSW index: {report.seconds['hnsw_index']:.1f} s")
     with connection.cursor() as cursor:
@@ -512,3 +512,11 @@ def corpus_counts() -> LoadReport:
         reused=True,
         seconds=dict((flag.value.get("seconds") if flag else None) or {}),
     )
+
+
+# Everything the measured paths read: tables, their TOAST tables and all their indexes.
+PREWARM_TABLES = (
+    "search_chunk", "search_postings", "search_term_stats", "search_corpus_stats", "search_revision",
+    "search_contentitem", "search_citation", "search_embeddingspace", "search_text_pairs",
+    "search_text_pieces",
+)

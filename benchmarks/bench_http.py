@@ -53,8 +53,11 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def web_server(*, database_url: str, workers: int = 2, startup_timeout: float = 90.0) -> Iterator[str]:
-    """Run the product's ASGI app against ``database_url``; yields its base URL, stops it on exit."""
+def web_server(
+    *, database_url: str, workers: int = 2, startup_timeout: float = 90.0, extra_env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """Run the product's ASGI app against ``database_url`` (``extra_env`` on top, e.g. ``DATABASE_REPLICA_URLS``);
+    yields its base URL, stops it on exit."""
     port = _free_port()
     metrics_dir = tempfile.mkdtemp(prefix="kb-bench-metrics-")
     env = {
@@ -68,6 +71,8 @@ def web_server(*, database_url: str, workers: int = 2, startup_timeout: float = 
         "DEBUG": "false",
         "LOG_LEVEL": "WARNING",
         "PROMETHEUS_MULTIPROC_DIR": metrics_dir,
+        "DATABASE_REPLICA_URLS": "",
+        **(extra_env or {}),
     }
     proc = subprocess.Popen(
         [

@@ -35,7 +35,33 @@ def summary_table(results: dict[str, Any]) -> str:
             f"load: {load['requests']} requests, {load['errors']} errors, {load['rps']} req/s, "
             f"p50 {load['p50_ms']:.1f} / p95 {load['p95_ms']:.1f} / p99 {load['p99_ms']:.1f} ms"
         )
+    for size, compared in sorted(results.get("replica", {}).items(), key=lambda kv: int(kv[0])):
+        lines += [f"replica @{size}: " + line for line in replica_lines(compared)]
     return "\n".join(lines)
+
+
+def replica_lines(compared: dict[str, Any]) -> list[str]:
+    """One line per load run of a ``--replica`` comparison, and what it saved."""
+    if "replica" not in compared:
+        return [f"no replica run: {compared.get('error', 'not started')}"]
+    out = []
+    for name, label in (("single", "primary only"), ("replica", "reads on a replica")):
+        run = compared[name]
+        line = (
+            f"{label}: {run['rps']} req/s, p95 {run['p95_ms']:.1f} ms, {run['errors']} errors, "
+            f"primary CPU {_fmt(run.get('primary_cpu_s'), 2)} s ({_fmt(run.get('primary_cpu_ms_per_request'), 2)} "
+            "ms/request)"
+        )
+        if name == "replica":
+            share = run.get("reads_on_replicas_share")
+            line += (
+                f", replica CPU {_fmt(run.get('replica_cpu_s'), 2)} s, lag max {_fmt(run.get('lag_max_s'), 3)} s, "
+                f"reads on the replica {_fmt(100 * share if share is not None else None)}%"
+            )
+        out.append(line)
+    saved = compared.get("primary_cpu_per_request_saved")
+    out.append(f"primary CPU per request saved: {_fmt(100 * saved if saved is not None else None)}%")
+    return out
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
@@ -229,6 +255,29 @@ def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
             lines.append(f"| {kind} | {v['n']} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} | {v['p99_ms']:.1f} |")
         if load.get("error_kinds"):
             lines += ["", "Errors: " + "; ".join(f"{k} × {n}" for k, n in load["error_kinds"].items())]
+    for size, compared in sorted(results.get("replica", {}).items(), key=lambda kv: int(kv[0])):
+        lines += ["", f"### Reads on a replica ({size} items)", ""]
+        if "replica" not in compared:
+            lines.append(f"No replica run: {compared.get('error', 'not started')}.")
+            continue
+        single, replica = compared["single"], compared["replica"]
+        lines += [
+            "The same mixed load on the primary alone, then with reads on a streaming replica of its server "
+            "(same machine: both share its cores).",
+            "",
+            "| run | req/s | p50 | p95 | p99 | errors | primary CPU s | primary CPU ms/request | replica CPU s | "
+            "lag max s | reads on replica |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for label, run in (("primary only", single), ("reads on a replica", replica)):
+            on_replica = run.get("reads_on_replicas_share")
+            lines.append(
+                f"| {label} | {run['rps']} | {run['p50_ms']:.1f} | {run['p95_ms']:.1f} | {run['p99_ms']:.1f} | "
+                f"{run['errors']} | {_fmt(run.get('primary_cpu_s'), 2)} | "
+                f"{_fmt(run.get('primary_cpu_ms_per_request'), 2)} | "
+                f"{_fmt(run.get('replica_cpu_s'), 2)} | {_fmt(run.get('lag_max_s'), 3)} | "
+                f"{_fmt(100 * on_replica if on_replica is not None else None)}% |"
+            )
     lines += [
         "",
         "### Build (seconds)",

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from urllib.parse import quote
 
 from django.db import DatabaseError, connection
+from django.test import override_settings
 
 from search.engine.lanes import lane_pool_close
 from search.errors import SearchError
@@ -65,6 +66,9 @@ def scratch_database(*, name: str, copy_embedding_cache: bool = False, keep: boo
     # Lane threads keep connections open (search.engine.lanes): closed on the way in, so none stays on
     # the user's database while searches should run here, and on the way out, so the drop can proceed.
     lane_pool_close()
+    # Replicas (DATABASE_REPLICA_URLS) hold the user's database, not this one: every read stays on the primary.
+    no_replicas = override_settings(DATABASE_REPLICAS=())
+    no_replicas.enable()
     try:
         creation.create_test_db(verbosity=0, autoclobber=True, serialize=False, keepdb=keep)
         try:
@@ -82,6 +86,7 @@ def scratch_database(*, name: str, copy_embedding_cache: bool = False, keep: boo
             lane_pool_close()
             creation.destroy_test_db(original_name, verbosity=0, keepdb=keep)
     finally:
+        no_replicas.disable()
         test_settings["NAME"] = original_test_name
         if original_test_name is None:
             del test_settings["NAME"]

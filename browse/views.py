@@ -23,6 +23,8 @@ from browse import presenters, prompts
 from browse import selectors as browse_selectors
 from browse import services as browse_services
 from browse.markdown import render_markdown
+from follows import selectors as follow_selectors
+from follows import services as follow_services
 from presets import selectors as preset_selectors
 from search.engine.retrieve import retrieve
 from search.errors import InvalidCursor, NotFound, SearchError
@@ -66,6 +68,7 @@ class Listing:
     retry_after: int = 0
     status: int = 200
     path: str = "/browse"
+    follow_id: int | None = None  # the signed-in user's follow of exactly this search, if any
 
     @property
     def mode(self) -> str:
@@ -109,6 +112,16 @@ class Listing:
     @property
     def next_url(self) -> str:
         return self.url(cursor=self.next_cursor) if self.next_cursor else ""
+
+    @property
+    def followable(self) -> bool:
+        """A search or a filtered listing that ran without a refusal can be followed."""
+        return bool(self.q or has_filters(self.filters)) and not self.error and not self.failed
+
+    @property
+    def filter_params(self) -> list[tuple[str, list[str]]]:
+        """The filters as (name, values): the hidden inputs of the "Follow this search" form."""
+        return list(params_from_filters(self.filters).items())
 
 
 def _listing_state(request: HttpRequest) -> Listing:
@@ -172,6 +185,13 @@ def _fill(listing: Listing, request: HttpRequest, principal: Principal, *, close
         listing.failed, listing.status = True, 503
 
 
+def _find_follow(listing: Listing, request: HttpRequest) -> None:
+    """Whether the signed-in user already follows this exact search (one indexed lookup)."""
+    if request.user.is_authenticated and listing.followable:
+        params = follow_services.follow_params(params_from_filters(listing.filters))
+        listing.follow_id = follow_selectors.follow_find(user_id=request.user.pk, query=listing.q, filters=params)
+
+
 def _show_prompt_cards(listing: Listing) -> bool:
     return (
         not listing.q and not has_filters(listing.filters) and not listing.filters.unread_only
@@ -206,6 +226,7 @@ def browse(request: HttpRequest) -> HttpResponse:
     principal = principal_for_user(request.user)
     listing = _listing_state(request)
     _fill(listing, request, principal, closed=True)
+    _find_follow(listing, request)
     user_id = request.user.pk if request.user.is_authenticated else None
     focus = browse_selectors.primary_focus(user_id=user_id)
     context: dict[str, Any] = {
@@ -242,6 +263,7 @@ def search_page(request: HttpRequest) -> HttpResponse:
     listing.path = "/search"
     if listing.q:
         _fill(listing, request, principal, closed=True)
+        _find_follow(listing, request)
     context = {
         "listing": listing,
         "options": filter_options(principal=principal),

@@ -74,17 +74,24 @@ def kb_home() -> Path:
     return home
 
 
-def parse_database_url(url: str) -> dict[str, object]:
-    """Turn ``postgres://user:pass@host:port/name?host=/socket&sslmode=...`` into Django's DATABASES entry."""
+def parse_database_url(url: str, *, setting: str = "DATABASE_URL") -> dict[str, object]:
+    """Turn ``postgres://user:pass@host:port/name?host=/socket&sslmode=...`` into Django's DATABASES entry.
+
+    ``setting`` names the variable the URL came from, for the error messages."""
     parsed = urlparse(url)
     if parsed.scheme not in {"postgres", "postgresql", "pgsql"}:
+        fix = (
+            "Unset DATABASE_URL to use the embedded server."
+            if setting == "DATABASE_URL"
+            else f"Each entry of {setting} is a URL of its own, separated by commas."
+        )
         raise ImproperlyConfigured(
-            f"DATABASE_URL must start with postgres:// or postgresql:// (got {parsed.scheme!r}://); "
-            "this product needs PostgreSQL with pgvector. Unset DATABASE_URL to use the embedded server."
+            f"{setting} must start with postgres:// or postgresql:// (got {parsed.scheme!r}://); "
+            f"this product needs PostgreSQL with pgvector. {fix}"
         )
     name = unquote(parsed.path.lstrip("/"))
     if not name:
-        raise ImproperlyConfigured("DATABASE_URL has no database name: add it after the host, e.g. postgres://u@h/kb")
+        raise ImproperlyConfigured(f"{setting} has no database name: add it after the host, e.g. postgres://u@h/kb")
     query = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
     host = query.pop("host", None) or (unquote(parsed.hostname) if parsed.hostname else "")
     return {
@@ -96,3 +103,33 @@ def parse_database_url(url: str) -> dict[str, object]:
         "PORT": str(parsed.port or ""),
         "OPTIONS": query,
     }
+
+
+def database_replicas(urls: list[str], primary: dict[str, object]) -> dict[str, dict[str, object]]:
+    """``DATABASES`` entries ``replica_1``, ``replica_2``, … for the read replicas at ``urls``
+    (``DATABASE_REPLICA_URLS``), connected like ``primary`` (its pool, statement timeout and connection age).
+
+    A replica is never created, migrated or flushed by the test runner: it mirrors ``default`` there
+    (``TEST.MIRROR``). Unless the URL says otherwise, a connection attempt gives up after 2 s.
+    """
+    replicas: dict[str, dict[str, object]] = {}
+    seen: set[str] = set()
+    for number, url in enumerate(urls, start=1):
+        if url in seen:
+            raise ImproperlyConfigured(f"DATABASE_REPLICA_URLS lists {url!r} twice: list each replica once.")
+        seen.add(url)
+        entry = parse_database_url(url, setting="DATABASE_REPLICA_URLS")
+        options = dict(entry["OPTIONS"])  # type: ignore[call-overload]
+        primary_options = dict(primary.get("OPTIONS") or {})  # type: ignore[call-overload]
+        options.setdefault("connect_timeout", "2")
+        if "options" in primary_options and "options" not in options:
+            options["options"] = primary_options["options"]
+        if "pool" in primary_options:
+            options["pool"] = dict(primary_options["pool"])
+            entry["ENGINE"] = "config.postgres_db"  # fails fast when the server is down (see there)
+        entry["OPTIONS"] = options
+        entry["CONN_MAX_AGE"] = primary.get("CONN_MAX_AGE", 0)
+        entry["CONN_HEALTH_CHECKS"] = True
+        entry["TEST"] = {"MIRROR": "default"}
+        replicas[f"replica_{number}"] = entry
+    return replicas

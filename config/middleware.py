@@ -19,6 +19,7 @@ from django.db import InterfaceError, OperationalError, connections
 from django.http import HttpRequest, HttpResponse
 
 from adapters.http import error_response
+from search.engine import reads
 
 logger = logging.getLogger(__name__)
 
@@ -214,4 +215,51 @@ class HealthEndpoints:
         response = view(request)
         if request.method == "HEAD":
             response.content = b""
+        return response
+
+
+# Models whose saves and deletes are content changes for read-your-writes (search.engine.reads): what a search,
+# an item page or a preset listing shows. Bookkeeping written while reading (the items a user opened, recent
+# searches, the query log, API keys' last use) is not: it would send every signed-in reader to the primary.
+READ_YOUR_WRITES_MODELS = frozenset(
+    {"search.ContentItem", "search.Revision", "search.Chunk", "search.Citation", "search.Synonym", "presets.Preset"}
+)
+
+
+def _label(model: Any) -> str:
+    return str(getattr(getattr(model, "_meta", None), "label", ""))
+
+
+def _content_written(sender: Any, **kwargs: Any) -> None:
+    # m2m_changed is sent by the through model: the instance names the content (an item's groups).
+    if _label(sender) in READ_YOUR_WRITES_MODELS or _label(type(kwargs.get("instance"))) in READ_YOUR_WRITES_MODELS:
+        reads.note_write()
+
+
+def _request_user_keys(request: HttpRequest) -> list[str]:
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return [reads.user_key(user.pk)]
+    return []
+
+
+class ReadYourWritesMiddleware:
+    """A request that changed content (a save or delete of ``READ_YOUR_WRITES_MODELS``, or a content service)
+    marks its caller (the session user, and any principal its reads named, e.g. an API key) so their reads go
+    to the primary for ``READ_YOUR_WRITES_S``. Only with replicas configured; otherwise it passes through."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        from django.db.models.signals import m2m_changed, post_delete, post_save
+
+        self.get_response = get_response
+        for name, signal in (("post_save", post_save), ("post_delete", post_delete), ("m2m", m2m_changed)):
+            signal.connect(_content_written, dispatch_uid=f"config.read_your_writes.{name}", weak=False)
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not reads.replica_aliases():
+            return self.get_response(request)
+        with reads.request_scope(lambda: _request_user_keys(request)) as scope:
+            response = self.get_response(request)
+            if scope.wrote:
+                reads.mark_written(keys=scope.keys())
         return response

@@ -29,7 +29,10 @@ DATABASE_NAME = "kb"
 # (the HNSW build at 100k items took 413 s with the default), JIT only adds latency to short searches, and
 # shared_buffers follows PostgreSQL's own advice of a quarter of the memory: at 100k items the HNSW index
 # and the chunk table are about 1 GB each, and a search that reads them from the kernel's cache instead
-# of shared buffers is several times slower.
+# of shared buffers is several times slower. ``wal_level = replica`` and ``max_wal_senders`` (PostgreSQL's
+# defaults, written out because they matter here) let a streaming replica copy and follow the server
+# (``pg_basebackup -R``; initdb's pg_hba.conf trusts local replication connections): config/standby.py starts
+# one for the tests and ``bench --replica``, and docs/engine.md says how to point DATABASE_REPLICA_URLS at yours.
 CONF_MARKER = "# --- kb-search settings (config/runtime.py) ---"
 
 
@@ -55,6 +58,8 @@ effective_cache_size = '{cache_mb}MB'
 random_page_cost = 1.1
 jit = off
 max_connections = 200
+wal_level = replica
+max_wal_senders = 10
 """
 
 

@@ -31,6 +31,9 @@ class SearchErrorCode(graphene.Enum):
     PRESET_LIMIT_REACHED = "preset_limit_reached"
     PRESET_NOT_FOUND = "preset_not_found"
     PRESET_IMMUTABLE = "preset_immutable"
+    FOLLOW_INVALID = "follow_invalid"
+    FOLLOW_LIMIT_REACHED = "follow_limit_reached"
+    FOLLOW_NOT_FOUND = "follow_not_found"
     QUERY_TOO_COMPLEX = "query_too_complex"
     BATCH_NOT_SUPPORTED = "batch_not_supported"
     REQUEST_TOO_LARGE = "request_too_large"
@@ -40,7 +43,12 @@ class SearchErrorCode(graphene.Enum):
 
 _CODES: dict[str, str] = {member.value: member.name for member in SearchErrorCode.__enum__}
 # Engine codes with no GraphQL name of their own fall back to their nearest family.
-_FALLBACKS: dict[str, str] = {"preset_sign_in_required": "SIGN_IN_REQUIRED", "preset_error": "INVALID_QUERY"}
+_FALLBACKS: dict[str, str] = {
+    "preset_sign_in_required": "SIGN_IN_REQUIRED",
+    "preset_error": "INVALID_QUERY",
+    "follow_sign_in_required": "SIGN_IN_REQUIRED",
+    "follow_error": "INVALID_QUERY",
+}
 
 
 def error_code(exc: SearchError) -> str:

@@ -35,6 +35,7 @@ _FILTERS = (
     "review_due_within_days",
     "include_superseded",
     "unread_only",
+    "changed_since",
 )
 
 
@@ -201,3 +202,10 @@ def resolve_recent_searches(info: Any) -> list[str]:
 
     user = get_user(info.context)
     return preset_selectors.recent_searches_list(user_id=user.pk) if user is not None else []
+
+
+def resolve_follows(info: Any) -> list[Any]:
+    """The signed-in caller's follows, newest first; empty for anonymous callers."""
+    from follows import selectors as follow_selectors
+
+    return follow_selectors.follows_list(user=get_user(info.context))

@@ -11,10 +11,12 @@ import graphene
 
 from accounts.limits import RATES
 from graphql_api import resolvers
+from graphql_api.mutations.follows import FollowCreate, FollowDelete, FollowMarkSeen
 from graphql_api.mutations.presets import PresetCreate, PresetDelete, PresetRename, PresetRestore
 from graphql_api.mutations.recent_searches import RecentSearchAdd, RecentSearchesClear
 from graphql_api.types import (
     CorpusEnum,
+    Follow,
     Item,
     ItemConnection,
     ItemSortField,
@@ -70,6 +72,11 @@ class Query(graphene.ObjectType):
         required=True,
         description="Your recent queries, newest first (at most 10). Empty for anonymous callers.",
     )
+    follows = graphene.List(
+        graphene.NonNull(Follow),
+        required=True,
+        description="The searches you follow, newest first, with what is new for each. Empty for anonymous callers.",
+    )
 
     @staticmethod
     def resolve_search(root: Any, info: Any, input: Any) -> Any:
@@ -95,6 +102,10 @@ class Query(graphene.ObjectType):
     def resolve_recent_searches(root: Any, info: Any) -> list[str]:
         return resolvers.resolve_recent_searches(info)
 
+    @staticmethod
+    def resolve_follows(root: Any, info: Any) -> list[Any]:
+        return resolvers.resolve_follows(info)
+
 
 class Mutation(graphene.ObjectType):
     preset_create = PresetCreate.Field()
@@ -103,6 +114,9 @@ class Mutation(graphene.ObjectType):
     preset_restore = PresetRestore.Field()
     recent_search_add = RecentSearchAdd.Field()
     recent_searches_clear = RecentSearchesClear.Field()
+    follow_create = FollowCreate.Field()
+    follow_delete = FollowDelete.Field()
+    follow_mark_seen = FollowMarkSeen.Field()
 
 
 schema = graphene.Schema(query=Query, mutation=Mutation)

@@ -8,9 +8,17 @@ from typing import Any
 import graphene
 from graphene.types.generic import GenericScalar
 
+from follows.selectors import FeedEntry, FollowView
 from graphql_api.dataloaders import ContentItemByIdLoader, RevisionByIdLoader
 from presets.models import Preset as PresetModel
-from search.filters import MAX_FRESHNESS_DAYS, MAX_LANGUAGE_CHARS, MAX_REVIEW_DUE_DAYS, MAX_VALUE_CHARS, MAX_VALUES
+from search.filters import (
+    CHANGED_SINCE_EXAMPLE,
+    MAX_FRESHNESS_DAYS,
+    MAX_LANGUAGE_CHARS,
+    MAX_REVIEW_DUE_DAYS,
+    MAX_VALUE_CHARS,
+    MAX_VALUES,
+)
 from search.models import ContentItem
 from search.models import Revision as RevisionModel
 from search.selectors.items import ItemPage
@@ -92,6 +100,11 @@ class SearchFilterInput(graphene.InputObjectType):
     )
     include_superseded = graphene.Boolean(description="Default false: superseded items are hidden.")
     unread_only = graphene.Boolean(description="Signed-in users: only items not opened yet.")
+    changed_since = graphene.DateTime(
+        description=(
+            f"Only items updated at or after this time (ISO 8601 with a time zone, e.g. {CHANGED_SINCE_EXAMPLE})."
+        )
+    )
 
 
 class SearchInput(graphene.InputObjectType):
@@ -425,3 +438,88 @@ class Preset(graphene.ObjectType):
     @staticmethod
     def resolve_is_deleted(root: PresetModel, info: Any) -> bool:
         return root.is_deleted
+
+
+class FollowItemKind(graphene.Enum):
+    """NEW: the follow had never shown the item. CHANGED: its revision number went up since it was shown."""
+
+    NEW = "new"
+    CHANGED = "changed"
+
+
+class FollowEntryItem(graphene.ObjectType):
+    """The item of a feed entry, as its owner may read it now (entries they may no longer read are left out)."""
+
+    id = graphene.ID(required=True)
+    title = graphene.String(required=True)
+    url = graphene.String(required=True)
+
+
+class FollowEntry(graphene.ObjectType):
+    kind = graphene.Field(FollowItemKind, required=True)
+    revision_number = graphene.Int(required=True, description="The revision that made it new or changed.")
+    rank = graphene.Int(required=True, description="Its rank in the run that found it (1 = best).")
+    found_at = graphene.DateTime(required=True)
+    seen = graphene.Boolean(required=True)
+    item = graphene.Field(FollowEntryItem, required=True)
+
+    @staticmethod
+    def resolve_kind(root: FeedEntry, info: Any) -> str:
+        return root.kind
+
+    @staticmethod
+    def resolve_seen(root: FeedEntry, info: Any) -> bool:
+        return root.seen_at is not None
+
+    @staticmethod
+    def resolve_item(root: FeedEntry, info: Any) -> FollowEntryItem:
+        return FollowEntryItem(id=str(root.item_id), title=root.title, url=root.url)
+
+
+class Follow(graphene.ObjectType):
+    """A search you follow: its runs record the items that are new or changed since they were shown."""
+
+    id = graphene.ID(required=True)
+    label = graphene.String(required=True)
+    query = graphene.String(required=True)
+    filters = GenericScalar(required=True, description="Filters as URL parameters (lists of strings).")
+    paused = graphene.Boolean(required=True)
+    paused_reason = graphene.String(description="Why it is paused (e.g. its filters no longer parse); null if not.")
+    new_count = graphene.Int(required=True, description="Unseen new and changed items.")
+    created_at = graphene.DateTime(required=True)
+    last_run_at = graphene.DateTime(description="Null until the first run (the baseline).")
+    items = graphene.List(
+        graphene.NonNull(FollowEntry), required=True, description="Unseen entries by rank, then the latest seen."
+    )
+
+    @staticmethod
+    def resolve_id(root: FollowView, info: Any) -> str:
+        return str(root.follow.pk)
+
+    @staticmethod
+    def resolve_label(root: FollowView, info: Any) -> str:
+        return root.follow.label
+
+    @staticmethod
+    def resolve_query(root: FollowView, info: Any) -> str:
+        return root.follow.query
+
+    @staticmethod
+    def resolve_filters(root: FollowView, info: Any) -> dict[str, Any]:
+        return dict(sorted((root.follow.filters or {}).items()))
+
+    @staticmethod
+    def resolve_paused_reason(root: FollowView, info: Any) -> str | None:
+        return root.follow.paused_reason or None
+
+    @staticmethod
+    def resolve_created_at(root: FollowView, info: Any) -> Any:
+        return root.follow.created_at
+
+    @staticmethod
+    def resolve_last_run_at(root: FollowView, info: Any) -> Any:
+        return root.follow.last_run_at
+
+    @staticmethod
+    def resolve_items(root: FollowView, info: Any) -> list[FeedEntry]:
+        return [*root.unseen, *root.earlier]

@@ -10,7 +10,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from search.filters import MAX_LANGUAGE_CHARS, MAX_REVIEW_DUE_DAYS, MAX_VALUE_CHARS
+from search.filters import (
+    CHANGED_SINCE_EXAMPLE,
+    MAX_LANGUAGE_CHARS,
+    MAX_REVIEW_DUE_DAYS,
+    MAX_TIME_CHARS,
+    MAX_VALUE_CHARS,
+)
 from search.models import ContentType
 from search.selectors.revisions import MAX_NEIGHBOURS
 from search.types import MAX_QUERY_CHARS, MCP_MAX_LIMIT, MISSING_WORDS, PARTIAL_MATCH
@@ -85,6 +91,14 @@ class FindArgs(ToolArgs):
         json_schema_extra={"maxLength": MAX_LANGUAGE_CHARS},
         description="Only items in this language (ISO code: en, fr, ar, ...).",
     )
+    changed_since: str | None = Field(
+        None,
+        json_schema_extra={"maxLength": MAX_TIME_CHARS},
+        description=(
+            "Only items updated at or after this time: ISO 8601 with a time zone, e.g. "
+            f"{CHANGED_SINCE_EXAMPLE} (Z for UTC). Use the time of your last call to see what changed since."
+        ),
+    )
     preset: int | Annotated[str, StringConstraints(max_length=60)] | None = Field(
         None,
         description=(
@@ -146,6 +160,17 @@ class QualityArgs(ToolArgs):
 
 class ListPresetsArgs(ToolArgs):
     pass
+
+
+class FollowNewsArgs(ToolArgs):
+    follow_id: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "A follow's id (from a call without it): list what is new or changed for that follow. Omit it to "
+            "list the follows of the API key's user with how many new items each has."
+        ),
+    )
 
 
 # --- results (structuredContent) ---
@@ -235,3 +260,32 @@ class PresetSummary(BaseModel):
 
 class ListPresetsResult(BaseModel):
     presets: list[PresetSummary]
+
+
+class FollowSummary(BaseModel):
+    id: int
+    label: str
+    query: str
+    filters: dict[str, Any] = Field(description="The follow's filters, as URL parameters of the browse page.")
+    paused: bool
+    paused_reason: str | None = Field(description="Why the follow is paused (e.g. its filters no longer parse).")
+    new_count: int = Field(description="New and changed items its owner has not marked seen.")
+    last_run_at: str | None
+
+
+class FollowNewsEntry(BaseModel):
+    item_id: int = Field(description="Pass it to read(item_id=…).")
+    title: str
+    url: str
+    kind: Literal["new", "changed"] = Field(
+        description="new: the follow had never shown it; changed: its revision number went up since."
+    )
+    revision_number: int
+    rank: int = Field(description="Its rank in the run that found it (1 = best).")
+    found_at: str
+
+
+class FollowNewsResult(BaseModel):
+    follows: list[FollowSummary]
+    follow_id: int | None = Field(description="The follow whose news is listed, when follow_id was given.")
+    items: list[FollowNewsEntry] = Field(description="Unseen new and changed items of that follow, by rank.")

@@ -15,12 +15,18 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from accounts.api_keys import api_key_user_id
 from analytics.services import querylog_mark_followup
+from follows import selectors as follow_selectors
 from mcp_api import render
 from mcp_api.schemas import (
     FindArgs,
     FindHit,
     FindResult,
+    FollowNewsArgs,
+    FollowNewsEntry,
+    FollowNewsResult,
+    FollowSummary,
     ListPresetsArgs,
     ListPresetsResult,
     MatchOffset,
@@ -36,7 +42,7 @@ from presets.services import preset_filters, preset_list, preset_resolve
 from search.engine.cursors import cursor_decode, cursor_encode
 from search.engine.retrieve import retrieve
 from search.engine.scope import corpus_for
-from search.errors import InvalidQuery, NotFound
+from search.errors import InvalidQuery, NotFound, PermissionDenied
 from search.filters import InvalidFilter
 from search.principal import Principal
 from search.selectors.items import item_get
@@ -89,6 +95,7 @@ _FILTER_ARGS: dict[str, Callable[[Any], tuple[str, Any]]] = {
     "review_due_within_days": lambda v: ("review_due_within_days", v),
     "content_item_id": lambda v: ("content_item_id", v),
     "include_superseded": lambda v: ("include_superseded", v),
+    "changed_since": lambda v: ("changed_since", v),
 }
 
 
@@ -187,6 +194,7 @@ def _filter_summary(args: FindArgs) -> str:
         "overdue_review": args.overdue_review,
         "review_due_within_days": args.review_due_within_days,
         "include_superseded": args.include_superseded or None,
+        "changed_since": args.changed_since,
         "preset": args.preset,
     }
     return "; ".join(f"{k}={render.one_line(str(v))}" for k, v in given.items() if v is not None)
@@ -464,6 +472,96 @@ def list_presets_tool(args: ListPresetsArgs, principal: Principal) -> ToolOutput
     return ToolOutput(markdown, result)
 
 
+# --- follows ---
+
+
+NO_KEY_USER = (
+    "this API key belongs to no user, so it has no followed searches. Ask an administrator to set the key's "
+    "user (Admin → API keys), then call follow_news again."
+)
+
+
+def follow_news_user(principal: Principal) -> Any:
+    """The active user an API key acts for; ``PermissionDenied`` saying what to do otherwise."""
+    if principal.kind != "api_key":
+        raise PermissionDenied(
+            "follow_news needs an API key that belongs to a user: send 'Authorization: Bearer <key>'. "
+            "Follow searches on the site (/follows) or through GraphQL."
+        )
+    user_id = api_key_user_id(api_key_id=principal.api_key_id)
+    if user_id is None:
+        raise PermissionDenied(NO_KEY_USER)
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
+    if user is None:
+        raise PermissionDenied("the user this API key belongs to is inactive; ask an administrator.")
+    return user
+
+
+def follow_news_tool(args: FollowNewsArgs, principal: Principal) -> ToolOutput:
+    """The key's user's follows; with ``follow_id``, that follow's unseen entries. Entries are what the owner
+    may read now *and* what the key may read (a group-scoped key never learns more than its scope)."""
+    user = follow_news_user(principal)
+    views = follow_selectors.follows_list(user=user, also_readable_by=principal)
+    chosen = None
+    if args.follow_id is not None:
+        chosen = next((v for v in views if v.id == args.follow_id), None)
+        if chosen is None:
+            raise NotFound(
+                f"follow_id: the key's user follows no search with id {args.follow_id}. Call follow_news "
+                "without follow_id to list the follows.",
+                field="follow_id",
+            )
+    result = FollowNewsResult(
+        follows=[
+            FollowSummary(
+                id=v.id, label=render.clean_text(v.follow.label), query=render.clean_text(v.follow.query),
+                filters=dict(v.follow.filters or {}), paused=v.paused,
+                paused_reason=render.clean_text(v.follow.paused_reason) or None, new_count=v.new_count,
+                last_run_at=_iso(v.follow.last_run_at),
+            )
+            for v in views
+        ],
+        follow_id=chosen.id if chosen else None,
+        items=[
+            FollowNewsEntry(
+                item_id=e.item_id, title=render.clean_text(e.title), url=e.url, kind=e.kind,  # type: ignore[arg-type]
+                revision_number=e.revision_number, rank=e.rank, found_at=e.found_at.isoformat(),
+            )
+            for e in (chosen.unseen if chosen else ())
+        ],
+    )
+    return ToolOutput(follow_news_markdown(result), result)
+
+
+def follow_news_markdown(result: FollowNewsResult) -> str:
+    if result.follow_id is None:
+        lines = [f"## Followed searches ({len(result.follows)})"]
+        if not result.follows:
+            lines.append("The key's user follows no searches (follow them on the site, /follows, or in GraphQL).")
+        for f in result.follows:
+            state = f" · paused: {render.one_line(f.paused_reason or '')}" if f.paused else ""
+            lines.append(f"- follow_id {f.id} · {render.one_line(f.label)} · {f.new_count} new{state}")
+        lines.append("Call follow_news(follow_id=…) for a follow's new and changed items.")
+        markdown, _ = render.fit(lines, [], [], omitted_note="")
+        return markdown
+    follow = next(f for f in result.follows if f.id == result.follow_id)
+    head = [f"## What is new for “{render.one_line(follow.label)}” — {len(result.items)} item(s)"]
+    if follow.paused:
+        head.append(f"Paused: {render.one_line(follow.paused_reason or '')}")
+    if not result.items:
+        head.append("Nothing new or changed since its owner last marked it seen.")
+    lines = [
+        f"- [{e.kind}] {render.one_line(e.title)} · item_id: {e.item_id} · revision {e.revision_number} · "
+        f"rank {e.rank} · found {e.found_at[:16]}"
+        for e in result.items
+    ]
+    tail = ["Read one with read(item_id=…)."] if result.items else []
+    markdown, _ = render.fit(head, lines, tail, omitted_note="[More items in the structured result.]")
+    return markdown
+
+
 # --- the fixed tool list ---
 
 FIND_DESCRIPTION = (
@@ -480,6 +578,11 @@ READ_DESCRIPTION = (
 LIST_PRESETS_DESCRIPTION = (
     "List the saved filter presets (e.g. 'Overdue for review', 'Policies') with their ids and filters. Pass "
     "a name or id as find(preset=…)."
+)
+FOLLOW_NEWS_DESCRIPTION = (
+    "List the searches followed by the API key's user (their ids, labels and how many new items each has), or "
+    "with follow_id what is new or changed for one of them since it was last marked seen: items the user may "
+    "read, each marked new or changed with its revision number. Read-only; needs an API key with a user."
 )
 QUALITY_DESCRIPTION = (
     "Show an item's stored quality score (0-100) with its breakdown, and its review status: cadence, next "
@@ -526,5 +629,15 @@ TOOLS: tuple[ToolSpec, ...] = (
         list_presets_tool,
         "Listing presets failed",
         "Try again, or call find without a preset.",
+    ),
+    ToolSpec(
+        "follow_news",
+        "What is new for followed searches",
+        FOLLOW_NEWS_DESCRIPTION,
+        FollowNewsArgs,
+        FollowNewsResult,
+        follow_news_tool,
+        "Follow news failed",
+        "Try again, or call follow_news without follow_id.",
     ),
 )

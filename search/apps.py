@@ -7,4 +7,4 @@ class SearchConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from search import signals  # noqa: F401
+        from search import receivers  # noqa: F401

@@ -11,6 +11,8 @@ may name the filter its own way (``filter.contentType``, ``filters.domain``, ``t
 * ``language``: a code of at most ``MAX_LANGUAGE_CHARS`` characters, stripped; empty means no filter.
 * ``freshness_days`` (1–3650) and ``review_due_within_days`` (1–365): whole days.
 * ``date_to`` on or after ``date_from``.
+* ``changed_since``: an aware point in time (a ``datetime`` or ISO 8601 text with a time zone, e.g.
+  ``2025-01-31T09:00:00Z``), kept in UTC; items updated at or after it match.
 * No text holds a NUL or an unpaired surrogate: PostgreSQL cannot receive them.
 """
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from search.errors import InvalidQuery
@@ -111,6 +113,40 @@ def check_dates(date_from: Any, date_to: Any) -> None:
         )
 
 
+CHANGED_SINCE_EXAMPLE = "2025-01-31T09:00:00Z"
+MAX_TIME_CHARS = 64
+
+
+def clean_changed_since(value: Any) -> datetime | None:
+    """``changed_since`` as an aware UTC datetime: a ``datetime`` or ISO 8601 text, always with a time zone."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if len(text) > MAX_TIME_CHARS:
+            raise InvalidFilter(
+                "changed_since", f"is {len(text)} characters long; send an ISO 8601 time such as "
+                f"{CHANGED_SINCE_EXAMPLE}."
+            )
+        try:
+            value = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text)
+        except ValueError:
+            raise InvalidFilter(
+                "changed_since",
+                f"must be an ISO 8601 time with a time zone, e.g. {CHANGED_SINCE_EXAMPLE} (got {text[:40]!r}).",
+            ) from None
+    if not isinstance(value, datetime):
+        raise InvalidFilter(
+            "changed_since", f"must be an ISO 8601 time with a time zone, e.g. {CHANGED_SINCE_EXAMPLE}."
+        )
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidFilter(
+            "changed_since",
+            f"has no time zone; add one, e.g. {CHANGED_SINCE_EXAMPLE} (Z for UTC) or 2025-01-31T10:00:00+01:00.",
+        )
+    return value.astimezone(UTC)
+
+
 @dataclass(frozen=True)
 class SearchFilters:
     """The engine's filters. Built normalised and checked (see the module docstring), or ``InvalidFilter``."""
@@ -132,12 +168,14 @@ class SearchFilters:
     content_item_id: int | None = None
     include_superseded: bool = False
     unread_only: bool = False
+    changed_since: datetime | None = None
 
     def __post_init__(self) -> None:
         # Frozen: the normalised values replace the given ones here, once, before anyone reads them.
         for name in LIST_FILTERS:
             object.__setattr__(self, name, clean_values(name, getattr(self, name)))
         object.__setattr__(self, "language", clean_language(self.language))
+        object.__setattr__(self, "changed_since", clean_changed_since(self.changed_since))
         check_dates(self.date_from, self.date_to)
         for name in DAY_RANGES:
             check_days(name, getattr(self, name))

@@ -1,4 +1,4 @@
-"""Chainable filters only: corpus, access and the engine's filters. Ranking lives in search.services."""
+"""Chainable filters only: corpus, access and the engine's filters. Ranking lives in search.engine."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 from django.db import models
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
+
+from search.choices import Visibility
 
 if TYPE_CHECKING:
     from search.principal import Principal
@@ -27,8 +29,6 @@ class ContentItemQuerySet(models.QuerySet):
 
     def visible_to(self, principal: Principal) -> ContentItemQuerySet:
         """Items the principal may read (visibility and groups; corpus is separate)."""
-        from search.models import Visibility
-
         if principal.all_content:
             return self
         if principal.is_anonymous:
@@ -71,6 +71,8 @@ class ContentItemQuerySet(models.QuerySet):
             qs = qs.filter(updated_at__date__gte=filters.date_from)
         if filters.date_to:
             qs = qs.filter(updated_at__date__lte=filters.date_to)
+        if filters.changed_since:
+            qs = qs.filter(updated_at__gte=filters.changed_since)
         if filters.freshness_days:
             qs = qs.filter(updated_at__gte=timezone.now() - timedelta(days=filters.freshness_days))
         if filters.overdue_review is True:
@@ -85,9 +87,8 @@ class ContentItemQuerySet(models.QuerySet):
         if not filters.include_superseded:
             qs = qs.filter(superseded_by__isnull=True)
         if filters.unread_only and user_id:
-            from search.models import ItemRead
-
-            qs = qs.exclude(Exists(ItemRead.objects.filter(user_id=user_id, item_id=OuterRef("pk"))))
+            item_read = self.model._meta.get_field("reads").related_model  # search.models.ItemRead
+            qs = qs.exclude(Exists(item_read.objects.filter(user_id=user_id, item_id=OuterRef("pk"))))
         return qs
 
 

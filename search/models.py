@@ -14,30 +14,10 @@ from django.db import models
 from django.utils import timezone
 from pgvector.django import VectorField
 
+from search.choices import ContentType as ContentType
+from search.choices import ReviewStatus as ReviewStatus
+from search.choices import Visibility as Visibility
 from search.managers import ChunkQuerySet, ContentItemQuerySet
-
-
-class Visibility(models.TextChoices):
-    PUBLIC = "public", "Public"
-    SIGNED_IN = "signed_in", "Signed-in users"
-    STAFF = "staff", "Staff only"
-    GROUPS = "groups", "Selected groups"
-
-
-class ContentType(models.TextChoices):
-    GUIDE = "guide", "Guide"
-    POLICY = "policy", "Policy"
-    CASE_STUDY = "case_study", "Case study"
-    TEMPLATE = "template", "Template"
-    QA = "qa", "Q&A"
-    CHECKLIST = "checklist", "Checklist"
-    ARTICLE = "article", "Article"
-
-
-class ReviewStatus(models.TextChoices):
-    OK = "ok", "Up to date"
-    DUE_SOON = "due_soon", "Due soon"
-    OVERDUE = "review_overdue", "Review overdue"
 
 
 def item_path(slug: str) -> str:
@@ -164,7 +144,7 @@ class Chunk(models.Model):
     # dimension (search.engine.vector), so vectors of different models are never compared.
     embedding = VectorField(null=True)
     embedding_model = models.CharField(max_length=120, blank=True, db_index=True)
-    # sha256 of the chunk's embedding text (vector.chunk_embedding_text), written when the chunk is embedded
+    # sha256 of the chunk's embedding text (vector_index.chunk_embedding_text), written when the chunk is embedded
     # or staged for a new model: the EmbeddingCache key of its vector in every model, so a model switch counts
     # its progress and flips with joins instead of re-reading and hashing every text. Chunks never change
     # text (a new revision gets new chunks), so the hash stays right. Null: not computed yet.
@@ -372,13 +352,4 @@ class Synonym(models.Model):
         self.terms = normalize_terms(list(self.terms or []))
         self.language = (self.language or "").strip().lower()
         super().save(*args, **kwargs)
-        from search.engine.expansion import synonyms_invalidate  # services import models: not at the top
-
-        synonyms_invalidate()  # the engine caches synonym sets; a change applies to the next search
-
-    def delete(self, *args: Any, **kwargs: Any) -> Any:
-        result = super().delete(*args, **kwargs)
-        from search.engine.expansion import synonyms_invalidate
-
-        synonyms_invalidate()
-        return result
+        # The engine caches synonym sets: search.signals drops the cache on every save and delete.

@@ -6,10 +6,13 @@ import ast
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("search", "presets", "analytics", "browse", "graphql_api", "mcp_api", "benchmarks", "adapters")
+# The packages the contracts cover, as pyproject.toml lists them (a new app joins the layers there).
+PACKAGES = tuple(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"])
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -79,3 +82,70 @@ def test_the_product_never_imports_django_test() -> None:
                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
                 offences += [f"{path}: {n}" for n in names if n == "django.test" or n.startswith("django.test.")]
     assert offences == []
+
+
+def _cycles(graph: Any, modules: list[str]) -> list[list[str]]:
+    """Groups of modules that import each other, directly or through others (Tarjan's strongly connected
+    components of the import graph, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in modules:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if ".migrations" in nxt:
+                    continue
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph.find_modules_directly_imported_by(nxt)))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        group.append(member)
+                        if member == node:
+                            break
+                    if len(group) > 1:
+                        found.append(sorted(group))
+    return found
+
+
+def test_no_module_of_the_product_imports_itself_through_others() -> None:
+    import grimp
+
+    sys.path.insert(0, str(ROOT))
+    try:
+        graph = grimp.build_graph(*PACKAGES, "config", include_external_packages=False)
+    finally:
+        sys.path.remove(str(ROOT))
+    modules = sorted(m for m in graph.modules if ".migrations" not in m)
+    assert _cycles(graph, modules) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    class Graph:
+        edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+
+        def find_modules_directly_imported_by(self, module: str) -> set[str]:
+            return self.edges.get(module, set())
+
+    assert _cycles(Graph(), ["d", "a", "b", "c"]) == [["a", "b", "c"]]

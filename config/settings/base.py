@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "graphql_api",
     "mcp_api",
     "analytics",
+    "follows",  # followed searches: what is new for the searches users care about
     "benchmarks",  # manage.py bench and evaluate (their libraries: the [bench] extra)
     "config",  # the project itself: its one command, ``manage.py up`` (the process runner)
 ]
@@ -55,6 +56,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Content written by a signed-in caller sends their reads to the primary for READ_YOUR_WRITES_S.
+    "config.middleware.ReadYourWritesMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -109,6 +112,19 @@ if env.env_str("KB_PROCESS_ROLE") == "web" and DB_POOL_MAX_SIZE:
     if _default_db["ENGINE"] == "django.db.backends.postgresql":
         _default_db["ENGINE"] = "config.postgres_db"  # fails fast when the server is down (see there)
 DATABASES = {"default": _default_db}
+# --- Read replicas (docs/engine.md, "Reads on replicas"): DATABASE_REPLICA_URLS, comma-separated PostgreSQL URLs
+# of streaming replicas of DATABASE_URL's server; each becomes the alias replica_1, replica_2, … Read-only search
+# paths read from them (search.engine.reads); writes, migrations and builds go to the primary (config.db_router).
+DATABASES.update(env.database_replicas(env.env_list("DATABASE_REPLICA_URLS", []), _default_db))
+DATABASE_REPLICAS = tuple(alias for alias in DATABASES if alias != "default")
+DATABASE_ROUTERS = ["config.db_router.ReplicaRouter"]
+# A replica more than this many seconds behind the primary is skipped until it catches up.
+REPLICA_MAX_LAG_S = env.env_float("REPLICA_MAX_LAG_S", 5.0, minimum=0.0, maximum=3600.0)
+# How often each process checks its replicas (reachable? how far behind?); a skipped replica is back after the
+# first check that finds it healthy.
+REPLICA_PROBE_S = env.env_float("REPLICA_PROBE_S", 2.0, minimum=0.05, maximum=300.0)
+# A principal who changed content reads from the primary for this many seconds (read-your-writes; 0 = off).
+READ_YOUR_WRITES_S = env.env_float("READ_YOUR_WRITES_S", 10.0, minimum=0.0, maximum=3600.0)
 # Name of the production database; `kb_search --env=prod` refuses to run against anything else.
 PRODUCTION_DATABASE_NAME = env.env_str("PRODUCTION_DATABASE_NAME", "")
 
@@ -174,7 +190,7 @@ CELERY_BEAT_SCHEDULER = "config.beat:LeaderScheduler"
 BEAT_LEADER_KEY = env.env_str("BEAT_LEADER_KEY", "kb:beat:leader") or "kb:beat:leader"
 BEAT_LEADER_TTL_S = env.env_float("BEAT_LEADER_TTL_S", 30.0, minimum=1.0, maximum=600.0)
 
-from config.settings.schedule import CELERY_BEAT_SCHEDULE  # noqa: E402,F401
+from config.settings.schedule import CELERY_BEAT_SCHEDULE, FOLLOWS_EVERY_MINUTES  # noqa: E402,F401
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -301,3 +317,20 @@ if unknown_checks := sorted(set(READINESS_REQUIRED) - set(READINESS_CHECKS)):
         f"READINESS_REQUIRED names unknown checks {', '.join(unknown_checks)}: "
         f"use a comma-separated subset of {','.join(READINESS_CHECKS)}."
     )
+
+# --- Followed searches (follows app; docs/browse.md "Follow a search") ---
+# A run records at most this many items per follow: the top N by rank (the engine's page limit is 100).
+FOLLOW_TOP_N = env.env_int("FOLLOW_TOP_N", 50, minimum=1, maximum=100)
+# The e-mail digest after a run that found something new, for users who turned it on at /follows.
+FOLLOWS_DIGEST = env.env_bool("FOLLOWS_DIGEST", False)
+# Absolute links in e-mails (the digest): where the site is served.
+SITE_URL = env.env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+# --- E-mail (Django's mail framework over SMTP; used by the follows digest) ---
+EMAIL_HOST = env.env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env.env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env.env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env.env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env.env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env.env_int("EMAIL_TIMEOUT", 10, minimum=1, maximum=300)
+DEFAULT_FROM_EMAIL = env.env_str("DEFAULT_FROM_EMAIL", "kb-search@localhost")

@@ -5,13 +5,19 @@ still applies each daily job once per day. ``expires`` drops a message no worker
 next firing, so a worker that was down for days does not replay a backlog.
 """
 
+from datetime import timedelta
+
 from celery.schedules import crontab
+
+from config import env
 
 # (hour, minute) UTC of the daily jobs; ``search.tasks`` derives each run's period from them.
 REVIEW_FLAGS_AT = (3, 45)
 QUALITY_SCORES_AT = (4, 0)
 
 _DAY_S = 24 * 3600
+# How often followed searches are run (follows app).
+FOLLOWS_EVERY_MINUTES = env.env_int("FOLLOWS_EVERY_MINUTES", 15, minimum=1, maximum=24 * 60)
 
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # Review-cadence flagger: items whose next review date is past become `review_overdue`, those due
@@ -54,6 +60,14 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "task": "search.job_runs_prune",
         "schedule": crontab(hour=5, minute=0, day_of_week=0),
         "options": {"expires": _DAY_S},
+    },
+    # Followed searches: every FOLLOWS_EVERY_MINUTES (default 15), each follow runs through the engine as its
+    # owner and records what is new or changed since the last run (then the e-mail digest, when it is on).
+    # Idempotent, one run at a time; a message not picked up before the next firing is dropped.
+    "follows-run": {
+        "task": "follows.run_all",
+        "schedule": timedelta(minutes=FOLLOWS_EVERY_MINUTES),
+        "options": {"expires": max(30, FOLLOWS_EVERY_MINUTES * 60 - 30)},
     },
     # Query-log retention (analytics): delete search log rows older than QUERY_LOG_RETENTION_DAYS
     # (default 90), daily at 04:30. Idempotent, in batches; a missed day is caught up by the next run.

@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from django.core.cache import cache
-from django.db import connection
 
+from search.engine.reads import read_connection
 from search.engine.scope import chunk_column
 from search.engine.sql import Fragment
 from search.models import Synonym
@@ -139,7 +139,7 @@ def corrections(words: list[str], *, max_distance: int = 2) -> dict[str, list[Co
         form = analysis.title_form(word)
         if form != word and word.endswith(form):
             lookups.append((word, form, word[: len(word) - len(form)]))
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             """
             SELECT q.word, q.article, v.field, v.term, v.df
@@ -305,7 +305,7 @@ def readable_vocabulary(
     listed = [pair for pair in pairs if pair[0] in _CHUNK_PROBES]
     readable: set[tuple[str, str]] = set()
     settled: set[tuple[str, str]] = set()
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         # First the postings: a form's best chunks, walked until one is readable (usually the first). A
         # complete list without a readable chunk settles it; a cut list, or chunks written since the build,
         # leave the form to the live probes below.

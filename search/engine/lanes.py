@@ -6,6 +6,9 @@ GIL while it waits). A thread per search would pay for a new PostgreSQL backend 
 backend runs the first HNSW search about twice as slow: the threads here keep their connections, closed
 like a request's (``CONN_MAX_AGE``, health checks) before each task.
 
+A task runs in a copy of the submitter's context (``contextvars``), so it reads from the database the caller
+reads from (``search.engine.reads``: a replica, or the primary), on the lane thread's own connection to it.
+
 When every lane thread is busy (a loaded server) ``submit`` returns None and the caller runs the lane
 itself: under load the cores are busy anyway, and a queue would only add waiting. A lane thread sees
 committed rows only, so callers inside a transaction (tests, an atomic block) never submit.
@@ -14,11 +17,13 @@ committed rows only, so callers inside a transaction (tests, an atomic block) ne
 from __future__ import annotations
 
 import atexit
+import contextvars
 import logging
 import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from functools import partial
 from typing import Any, TypeVar
 
 from django.db import close_old_connections, connections
@@ -38,7 +43,8 @@ class LanePool:
         self._idle = 0
 
     def submit(self, fn: Callable[[], T]) -> Future[T] | None:
-        """``fn`` started in an idle lane thread, or None when there is none (run it yourself)."""
+        """``fn`` started in an idle lane thread, or None when there is none (run it yourself). It runs in a copy
+        of the caller's context."""
         with self._lock:
             if self._idle == 0 and len(self._threads) >= self.size:
                 return None
@@ -49,7 +55,7 @@ class LanePool:
                 thread.start()
             self._idle -= 1
         future: Future[T] = Future()
-        self._tasks.put((fn, future))
+        self._tasks.put((partial(contextvars.copy_context().run, fn), future))
         return future
 
     def _work(self) -> None:

@@ -1,6 +1,6 @@
 """The lexical lane: BM25 over title and body, in one SQL query, from statistics built ahead of time.
 
-Rules (each pinned by tests/search/test_lexical.py):
+Rules (each pinned by tests/search/engine/test_lexical.py):
 - chunks holding every query term rank first; the rest follow by score, where a missing common term
   costs less than a missing rare one (BM25's idf), and the result says ``partial_match``;
 - each term matches its stem (item language) and its written form (folded) in the same query;
@@ -37,9 +37,9 @@ import math
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection
 
 from search.engine import expansion
+from search.engine.reads import read_connection
 from search.engine.scope import chunk_column
 from search.engine.sql import Fragment, compose, join, param
 from search.text.analysis import tsquery_any
@@ -99,7 +99,7 @@ def _statistics(
     keys |= {("keyword", s) for t in parsed.terms for s in t.surfaces}  # "did you mean": known keyword words
     fields = [k[0] for k in keys]
     terms = [k[1] for k in keys]
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             "SELECT '', '', n_chunks, avg_body_len, max_chunk_id, (SELECT max(id) FROM search_chunk) "
             "FROM search_corpus_stats UNION ALL "
@@ -202,7 +202,7 @@ def _candidates(
         expansions=param(PREFIX_EXPANSIONS),
         limit=param(limit),
     )
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(statement.sql, list(statement.params))
         cut, chunk_ids = cursor.fetchone()
     return CandidatePool(list(chunk_ids), bool(cut))
@@ -479,7 +479,7 @@ class _ExactScoring:
 
     def hits(self, which: Fragment) -> list[LexicalHit]:
         statement = compose(_EXACT_SCORING, which=which, **self.parts)
-        with connection.cursor() as cursor:
+        with read_connection().cursor() as cursor:
             cursor.execute(statement.sql, list(statement.params))
             rows = cursor.fetchall()
         n_terms = self.n_terms
@@ -556,6 +556,6 @@ def term_masks(
         corpus_col=chunk_column(corpus),
         ids=param(ids, "bigint[]"),
     )
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(statement.sql, list(statement.params))
         return {int(k): int(m) for k, m in cursor.fetchall()}

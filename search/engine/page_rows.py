@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
-
+from search.engine.reads import read_connection
 from search.engine.rerank import ItemSignals
 from search.models import item_path
 
@@ -99,7 +98,7 @@ class ChunkRow:
 def _fetch(sql: str, ids: Collection[int]) -> list[tuple[Any, ...]]:
     if not ids:
         return []
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(sql, [list(ids)])
         return list(cursor.fetchall())
 

@@ -18,8 +18,10 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import OperationalError, connection, transaction
+from django.db import OperationalError, transaction
 
+from search.engine import reads
+from search.engine.reads import read_connection
 from search.engine.scope import ItemScope, corpus_for
 from search.engine.sql import Fragment, compose, param
 from search.errors import InvalidQuery
@@ -105,6 +107,7 @@ def _within_budget(
     """The rows of ``sql``, or None when it ran past ``budget_ms`` (cancelled by PostgreSQL, nothing left
     behind) or the budget is already too small to try. ``budget_ms`` None: no budget. ``setting`` (a
     PostgreSQL parameter name and value) applies to this statement only."""
+    connection = read_connection()
     if budget_ms is None and setting is None:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -136,7 +139,7 @@ def _within_budget(
                     raise
                 return None
         try:
-            with transaction.atomic():
+            with transaction.atomic(using=connection.alias):
                 cursor.execute(
                     "SELECT current_setting('statement_timeout'), set_config('statement_timeout', %s, true)",
                     [str(budget_ms)],
@@ -169,7 +172,7 @@ def preview_budgeted() -> bool:
     global _corpus_size
     read_at, chunks = _corpus_size
     if time.monotonic() - read_at > 60:
-        with connection.cursor() as cursor:
+        with read_connection().cursor() as cursor:
             cursor.execute("SELECT n_chunks FROM search_corpus_stats")
             row = cursor.fetchone()
         chunks = int(row[0]) if row else 0
@@ -256,7 +259,7 @@ def _postings_term(cleaned: str) -> tuple[str | None, bool]:
     if not complete:
         return None, False
     middle = {w for w in words[1:-1] if w not in stops}
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             "SELECT term, df, df <= cardinality(chunk_ids) FROM search_postings "
             "WHERE field = 'surface' AND term = ANY(%s) ORDER BY df, term",
@@ -276,7 +279,7 @@ def _completion_term(cleaned: str) -> str | None:
     if not words or len(words[-1]) < 3 or words[-1] in analysis.all_stop_words():
         return None
     last = words[-1]
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             "SELECT term FROM search_postings WHERE field = 'surface' AND term >= %s AND term < %s "
             "AND starts_with(term, %s) ORDER BY df DESC, term LIMIT 1",
@@ -341,6 +344,7 @@ def _checks_within(budget_ms: int | None, wanted: int) -> int | None:
     return max(wanted, min(POSTINGS_CHECKS_PER_MS * budget_ms, 1000))
 
 
+@reads.replica_reads
 def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[PreviewHit]:
     """Search-as-you-type: case- and accent-insensitive substring match, title matches first.
 
@@ -410,8 +414,8 @@ class _PreviewScope:
 
     @classmethod
     def of(cls, principal: Principal, corpus: Corpus, folded: str) -> _PreviewScope:
-        scope = ItemScope(principal, corpus)
-        items = scope.items_sql(scope.items().filter(superseded_by__isnull=True))
+        scope = ItemScope(principal, corpus)  # the default filters leave superseded items out
+        items = scope.items_sql()
         assert items is not None  # no filters: the access rule alone always compiles
         return cls(_like_pattern(folded), items, scope.revision_column, scope.chunk_column)
 

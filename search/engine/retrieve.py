@@ -3,8 +3,9 @@
 lexical lane + vector lane → weighted RRF → rerank → page; access and filters are applied in SQL
 inside each lane (before any cut), so no surface can leak and no page comes back short.
 
-In code: ``_plan_lanes`` → ``_run_lanes`` (the vector lane in a lane thread while this one runs the lexical
-lane, then ``_read_ahead`` until the vector lane answers) → ``_fuse`` (fusion and rerank) → ``_page``.
+In code: ``retrieve`` picks the database (``reads.replica_read``: primary or replica), then ``_search``:
+``_plan_lanes`` → ``_run_lanes`` (the vector lane in a lane thread while this one runs the lexical lane, then
+``_read_ahead`` until the vector lane answers) → ``_fuse`` (fusion and rerank) → ``_page``.
 """
 
 from __future__ import annotations
@@ -20,10 +21,9 @@ from functools import partial
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
-from search.engine import fusion, lane_weights, lanes, lexical, page_rows, passages, rerank, vector
+from search.engine import fusion, lane_weights, lanes, lexical, page_rows, passages, reads, rerank, vector
 from search.engine.cursors import cursor_decode, cursor_encode
 from search.engine.scope import ItemScope
 from search.engine.sql import Fragment
@@ -100,11 +100,26 @@ def _vector_lane(
 
 
 def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
+    """The search. Its reads run on one database (``search.engine.reads``: a healthy replica unless the
+    principal just wrote; retried once on the primary when the replica fails under it)."""
     # ``query`` checked itself when built (limit, threshold, granularity, mode, corpus and every filter).
     started = time.perf_counter()
     parsed = query_parser.parse(query.text)
     if not parsed.searchable and query.similar_to is None:
         return RetrievalResult()
+    searched = reads.replica_read(query.principal, partial(_search, query, parsed, started))
+    if searched is None:
+        return RetrievalResult()
+    result, corpus = searched
+    search_performed.send(sender=RetrievalQuery, query=query, result=result, corpus=corpus)
+    return result
+
+
+def _search(
+    query: RetrievalQuery, parsed: query_parser.ParsedQuery, started: float
+) -> tuple[RetrievalResult, str] | None:
+    """``retrieve`` past its early return: the result and the corpus read, or None when the filters can
+    match nothing."""
     scope = ItemScope.of(query.principal, query.corpus, query.filters)
     corpus = scope.corpus
     fingerprint = _fingerprint(query, corpus)
@@ -114,7 +129,7 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
     items_qs = scope.items()
     items_sql = scope.items_sql(items_qs)
     if items_sql is None:  # the filters can match nothing (e.g. an id past the column's range)
-        return RetrievalResult()
+        return None
     timings: dict[str, float] = {}
     plan = _plan_lanes(query, parsed, offset)
     lanes_run = _run_lanes(query, parsed, corpus, items_qs, items_sql, plan, offset=offset, timings=timings)
@@ -126,8 +141,7 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
         query, parsed, corpus, ordered, lanes_run, offset=offset, fingerprint=fingerprint, timings=timings,
         started=started,
     )
-    search_performed.send(sender=RetrievalQuery, query=query, result=result, corpus=corpus)
-    return result
+    return result, corpus
 
 
 @dataclass(frozen=True)
@@ -161,7 +175,8 @@ def _plan_lanes(query: RetrievalQuery, parsed: query_parser.ParsedQuery, offset:
     # Both lanes at once when a lane thread is free (search.engine.lanes). A lane thread sees committed
     # rows only, so never from inside a transaction (tests, a caller's atomic block).
     parallel = bool(
-        wants_lexical and wants_vector and settings.SEARCH["LANE_THREADS"] and not connection.in_atomic_block
+        wants_lexical and wants_vector and settings.SEARCH["LANE_THREADS"]
+        and not reads.read_connection().in_atomic_block
     )
     return _LanePlan(wants_lexical, wants_vector, vector_weight, depth, vector_depth, parallel)
 
@@ -266,7 +281,8 @@ def _page(
     # the page's rows and passages (measured at 10k items: the lookup alone added 4-7 ms to a hybrid p50).
     settling = (
         lanes.lane_pool().submit(partial(coverage.settle, page, lex.expansions, corpus))
-        if coverage.unsettled(page) and settings.SEARCH["LANE_THREADS"] and not connection.in_atomic_block
+        if coverage.unsettled(page) and settings.SEARCH["LANE_THREADS"]
+        and not reads.read_connection().in_atomic_block
         else None
     )
     try:

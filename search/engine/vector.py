@@ -16,7 +16,6 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import logging
-import re
 import time
 import weakref
 from collections.abc import Callable, Iterable
@@ -32,12 +31,11 @@ from django.utils import timezone
 
 from search.engine.embeddings import (
     EmbeddingProvider,
-    embed_documents,
     embed_query,
     get_provider,
     provider_for_model,
-    text_hash,
 )
+from search.engine.reads import read_connection
 from search.engine.scope import chunk_column
 from search.engine.sql import Fragment
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
@@ -45,13 +43,8 @@ from search.models import Chunk, EmbeddingSpace
 
 logger = logging.getLogger(__name__)
 
-EMBED_BATCH = 64
+
 _pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed")
-
-
-def _index_name(model: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "_", model.lower()).strip("_")[:30]
-    return f"chunk_hnsw_{slug}_{hashlib.sha1(model.encode()).hexdigest()[:6]}"
 
 
 # Changes of the active space (activation, a switch's flip) take this transaction-level advisory lock
@@ -182,113 +175,6 @@ def lane_warm_blocking() -> None:
     thread.join()
 
 
-def chunk_embedding_text(title: str, toc_path: str, text: str) -> str:
-    return "\n".join(part for part in (title, toc_path, text) if part)
-
-
-def chunk_texts(chunks: Iterable[Chunk]) -> list[str]:
-    """The embedding texts of chunks fetched with ``select_related("revision")``."""
-    return [chunk_embedding_text(c.revision.title, c.toc_path, c.text) for c in chunks]
-
-
-def embeddings_pending(model: str) -> Any:
-    return Chunk.objects.current().filter(~Q(embedding_model=model) | Q(embedding__isnull=True))
-
-
-def embeddings_backfill(
-    *, progress: Any = None, provider: EmbeddingProvider | None = None, limit: int | None = None
-) -> int:
-    """Embed current chunks that have no vector of the active space, with its model, in batches.
-
-    Resumable: each batch commits. ``provider`` defaults to the active space's model; a ``provider`` of
-    another model is refused (moving to another model is ``reembed``'s staged switch). A batch is written
-    only while its space is still the active one (shared space lock): after a flip the backfill stops and
-    the next run embeds with the new model. An active space this version cannot embed with is skipped
-    (logged): the switch to the configured model replaces it.
-    """
-    space = active_space(provider=provider)
-    if provider is not None and (provider.name, provider.dimensions) != (space.model, space.dimensions):
-        raise EmbeddingModelMismatch(
-            f"The vector lane searches {space.model} ({space.dimensions} dims); the backfill cannot add "
-            f"{provider.name} ({provider.dimensions} dims) vectors to it. Run `python manage.py reembed` to "
-            f"move the corpus to {provider.name}."
-        )
-    if provider is None:
-        try:
-            provider = space_provider(space.model, space.dimensions)
-        except EmbeddingModelMismatch as exc:
-            logger.warning("embedding backfill skipped: %s", exc.message)
-            return 0
-    done = 0
-    last = 0
-    while True:
-        batch = list(
-            embeddings_pending(space.model).filter(pk__gt=last).select_related("revision").order_by("pk")[:EMBED_BATCH]
-        )
-        if not batch:
-            break
-        last = batch[-1].pk
-        texts = chunk_texts(batch)
-        vectors = embed_documents(texts, provider=provider)
-        with transaction.atomic():
-            space_lock(shared=True)
-            if not EmbeddingSpace.objects.filter(pk=space.pk, active=True).exists():
-                logger.info("embedding backfill: %s is no longer the active space; stopping", space.model)
-                break
-            for chunk, text, vec in zip(batch, texts, vectors, strict=True):
-                Chunk.objects.filter(pk=chunk.pk).update(
-                    embedding=vec, embedding_model=space.model, embedding_hash=text_hash(text)
-                )
-        done += len(batch)
-        if progress:
-            progress(len(batch))
-        if limit and done >= limit:
-            break
-    return done
-
-
-def vector_index_exists(model: str) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [_index_name(model)])
-        return cursor.fetchone() is not None
-
-
-def vector_index_drop(*, model: str) -> bool:
-    """Drop ``model``'s HNSW index if it exists; returns whether it did.
-
-    ``CONCURRENTLY`` outside a transaction: a plain DROP INDEX takes an ACCESS EXCLUSIVE lock on
-    search_chunk, which would make every search wait behind it. Precondition: no search needs it (its model
-    is not the active one).
-    """
-    if not vector_index_exists(model):
-        return False
-    concurrently = "" if connection.in_atomic_block else "CONCURRENTLY"
-    with connection.cursor() as cursor:
-        cursor.execute(f"DROP INDEX {concurrently} IF EXISTS {_index_name(model)}")
-    return True
-
-
-def vector_index_ensure(*, space: EmbeddingSpace | None = None) -> str:
-    """Create the partial HNSW index of the active model (or of ``space``) if it does not exist yet."""
-    space = space or active_space()
-    name = _index_name(space.model)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [name])
-        if cursor.fetchone():
-            return name
-        if connection.in_atomic_block:
-            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # DDL refuses pending deferred FK checks
-        cursor.execute("SET maintenance_work_mem = '2GB'")
-        model_literal = space.model.replace("'", "''")
-        cursor.execute(
-            f"CREATE INDEX IF NOT EXISTS {name} ON search_chunk USING hnsw "
-            f"((embedding::vector({int(space.dimensions)})) vector_cosine_ops) "
-            f"WITH (m = 16, ef_construction = 64) WHERE embedding_model = '{model_literal}'"
-        )
-        cursor.execute("RESET maintenance_work_mem")
-    return name
-
-
 @dataclass(frozen=True)
 class VectorHit:
     chunk_id: int
@@ -362,7 +248,7 @@ def item_vector(item_id: int, corpus: str, *, space: tuple[str, int] | None = No
     """An item's vector for similar_to: the mean of its chunk vectors in the corpus, in the active space
     (or ``space``, a (model, dimensions) pair)."""
     model, dims = space or _known_space()
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             f"SELECT avg(embedding::vector({int(dims)}))::text FROM search_chunk "
             f"WHERE item_id = %s AND embedding_model = %s AND {chunk_column(corpus)}",
@@ -389,7 +275,8 @@ _SCAN_SETTINGS_SQL = (
 )
 _session_settings: weakref.WeakKeyDictionary[Any, tuple[str, str]] = weakref.WeakKeyDictionary()
 # The active space (model, dimensions, when read) as this process last read it, per database (alias and
-# name: evaluate and bench switch the default connection to a scratch database): the search statement
+# name: evaluate and bench switch the default connection to a scratch database; a replica streams the primary's
+# rows, its own entry all the same): the search statement
 # checks it itself (one more row says whether that model is still the active one), so no query reads it
 # first. ``lane_model`` (fusion's lane weights) has no statement to check it, so it re-reads the space
 # when the process's copy is older than KNOWN_SPACE_MAX_AGE_S.
@@ -398,7 +285,8 @@ KNOWN_SPACE_MAX_AGE_S = 30.0
 
 
 def _known_space(*, refresh: bool = False, max_age_s: float | None = None) -> tuple[str, int]:
-    key = (connection.alias, str(connection.settings_dict.get("NAME")))
+    reader = read_connection()
+    key = (reader.alias, str(reader.settings_dict.get("NAME")))
     known = None if refresh else _known_spaces.get(key)
     if known is not None and max_age_s is not None and time.monotonic() - known[2] > max_age_s:
         known = None
@@ -482,15 +370,16 @@ def _nearest(
     """
     params = [model, *params]
     ef, tuples = _scan_settings()
-    if connection.in_atomic_block:  # a caller's transaction: settings local to a savepoint of it
-        with transaction.atomic(), connection.cursor() as cursor:
+    reader = read_connection()
+    if reader.in_atomic_block:  # a caller's transaction: settings local to a savepoint of it
+        with transaction.atomic(using=reader.alias), reader.cursor() as cursor:
             cursor.execute(_SCAN_SETTINGS_SQL, {"local": True, "ef": ef, "tuples": tuples})
             cursor.execute(sql, params)
             rows = cursor.fetchall()
     else:
-        connection.ensure_connection()
-        raw = connection.connection
-        with connection.cursor() as cursor:
+        reader.ensure_connection()
+        raw = reader.connection
+        with reader.cursor() as cursor:
             if _session_settings.get(raw) != (ef, tuples):
                 cursor.execute(_SCAN_SETTINGS_SQL, {"local": False, "ef": ef, "tuples": tuples})
                 _session_settings[raw] = (ef, tuples)

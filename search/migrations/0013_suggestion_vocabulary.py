@@ -5,7 +5,7 @@ and the content type were there only as stems (``meta``), and a stem is not a wo
 
 - ``search_fold(text)``: the SQL twin of ``search.text.analysis.fold`` (lower-case, NFKD, combining marks and
   tatweel removed, NFC, Arabic letter variants folded), its mark ranges taken from Python's ``unicodedata``
-  when the migration runs, so both fold alike (pinned by ``tests/search/test_suggestions.py``);
+  when the migration runs, so both fold alike (pinned by ``tests/search/engine/test_suggestions.py``);
 - ``search_keyword_words(ai_keywords, content_type)``: the folded words of an item's keywords and content
   type, split as ``search.text.analysis.tokens`` splits (on anything but letters and digits, French elisions
   dropped; a word may repeat), and a GIN index on it, so "may this reader see an item with this keyword

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from django.core.cache import cache
 from django.db.models import Count
 
+from search.engine import reads
 from search.engine.scope import corpus_for
 from search.models import ContentItem
 from search.principal import ANONYMOUS, Principal
@@ -43,6 +44,7 @@ def _public_items():  # type: ignore[no-untyped-def]
     return ContentItem.objects.searchable(ANONYMOUS, "live").filter(superseded_by__isnull=True)
 
 
+@reads.replica_reads
 def top_domains(*, limit: int = 3) -> list[DomainCount]:
     """The ``limit`` primary domains with the most public live items, most first (cached 24 h)."""
     key = f"browse:top_domains:v1:{limit}"
@@ -58,6 +60,7 @@ def top_domains(*, limit: int = 3) -> list[DomainCount]:
     return [DomainCount(d, c) for d, c in result]
 
 
+@reads.replica_reads
 def popular_topics(*, limit: int = 6) -> list[str]:
     """The most used AI keywords of public live items (cached 1 h): suggestions for an empty search box."""
     key = f"browse:popular_topics:v2:{limit}"
@@ -73,6 +76,7 @@ def popular_topics(*, limit: int = 6) -> list[str]:
     return topics
 
 
+@reads.replica_reads
 def filter_options(*, principal: Principal) -> dict[str, list[str]]:
     """Distinct values per filter field among items this principal may read (cached 10 min per principal)."""
     key = f"browse:filter_options:v1:{principal.cache_key}"
@@ -106,6 +110,7 @@ def _display_name(user) -> str:  # type: ignore[no-untyped-def]
     return (user.get_full_name() or user.get_username()).strip()
 
 
+@reads.replica_reads
 def card_extras(*, item_ids: Iterable[int]) -> dict[int, CardExtras]:
     """Thumbnail, quality score and verified-by name of the given items, in one query."""
     ids = set(item_ids)

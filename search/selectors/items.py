@@ -6,10 +6,12 @@ rule ``retrieve`` uses, so no surface can show an item the engine would not.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from search.engine import reads
 from search.engine.cursors import cursor_decode, cursor_encode
 from search.engine.scope import corpus_for
 from search.errors import InvalidQuery, NotFound
@@ -24,6 +26,7 @@ def _storable(text: str) -> bool:
     return "\x00" not in text and not any("\ud800" <= ch <= "\udfff" for ch in text)
 
 
+@reads.replica_reads
 def item_get(
     *, principal: Principal, item_id: int | None = None, slug: str | None = None, external_id: str | None = None,
     corpus: Corpus = "live",
@@ -69,6 +72,7 @@ SORTS: dict[str, list[str]] = {
 INVALID_LISTING_CURSOR = "cursor is not valid for this listing; start again without it."
 
 
+@reads.replica_reads
 def items_list(
     *, principal: Principal, filters: SearchFilters | None = None, sort: BrowseSort = "newest",
     cursor: str | None = None, limit: int = 20, corpus: Corpus = "live",
@@ -94,3 +98,21 @@ def items_list(
 
 def item_updated_at(item: ContentItem) -> datetime:
     return item.updated_at
+
+
+def revision_numbers(
+    *, principal: Principal, item_ids: Iterable[int], corpus: Corpus = "live"
+) -> dict[int, int]:
+    """item id -> number of the revision ``principal`` reads, for the readable items among ``item_ids``.
+
+    The engine's access rule (``ContentItem.objects.searchable``): an item the principal may not read, an
+    archived one, or one outside the corpus is left out, so the keys are also "what may be shown".
+    One query.
+    """
+    ids = {int(i) for i in item_ids}
+    if not ids:
+        return {}
+    scope = corpus_for(principal, corpus)
+    column = "live_revision__number" if scope == "live" else "latest_revision__number"
+    rows = ContentItem.objects.searchable(principal, scope).filter(pk__in=ids).values_list("pk", column)
+    return {pk: number for pk, number in rows if number is not None}

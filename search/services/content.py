@@ -13,7 +13,9 @@ from django.db.models import Max
 from django.utils import timezone
 from django.utils.text import slugify
 
+from search.engine import reads
 from search.models import Chunk, ContentItem, IndexState, Revision
+from search.signals import index_marked_dirty
 from search.text.analysis import folded_text
 from search.text.chunking import chunk_markdown
 
@@ -35,15 +37,17 @@ def unique_slug(title: str, external_id: str, *, exclude_pk: int | None = None) 
 
 
 def index_mark_dirty() -> None:
-    """Record that the term statistics are stale; the debounced build task picks it up."""
+    """Record that the term statistics are stale; the debounced build task picks it up.
+
+    Every content write ends here, so this is also where the current request's caller is marked as having
+    written (read-your-writes: their next reads see the primary, ``search.engine.reads``)."""
+    reads.note_write()
     now = timezone.now()
     updated = IndexState.objects.filter(pk=1).update(dirty=True, dirty_since=now)
     if not updated:
         IndexState.objects.get_or_create(pk=1, defaults={"dirty": True, "dirty_since": now})
     if settings.SEARCH_AUTO_BUILD:
-        from search.tasks import index_build_enqueue
-
-        index_build_enqueue()
+        index_marked_dirty.send(sender=None)  # search.receivers: a debounced build on a worker
 
 
 def revision_chunk(*, revision: Revision) -> int:
@@ -109,7 +113,8 @@ def item_save_revision(
     """Add a revision unless the text is unchanged. Returns (latest revision, whether anything changed).
 
     Without ``publish`` the new revision becomes the latest (a draft) and the live one stays as it was.
-    With ``publish`` it also goes live.
+    With ``publish`` it also goes live. ``author`` (a user) reads from the primary for ``READ_YOUR_WRITES_S``
+    after a change, whoever called (a request, a task, a shell).
     """
     digest = revision_hash(title=title, body=body, summary=summary)
     latest = item.latest_revision
@@ -137,6 +142,8 @@ def item_save_revision(
         item.published_at = item.published_at or created_at or timezone.now()
         changed = True
     if changed:
+        if author is not None and getattr(author, "pk", None):
+            reads.mark_written(keys=[reads.user_key(author.pk)])
         item.save(update_fields=["latest_revision", "live_revision", "updated_at", "published_at"])
         if not revision.chunked or not revision.chunks.exists():
             revision_chunk(revision=revision)

@@ -20,6 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from search.models import Chunk, ContentItem, IndexState
+from search.services import vector_index
 from search.text import analysis, language
 
 logger = logging.getLogger(__name__)
@@ -125,15 +126,14 @@ def stats_refresh() -> None:
 
 def index_rebuild(*, progress: Progress | None = None, embed: bool = True) -> dict[str, Any]:
     """The whole build: columns, embeddings of the active model, statistics, vector index."""
-    from search.engine import vector
 
     started = time.monotonic()
     state, _ = IndexState.objects.get_or_create(pk=1)
     marked_at = timezone.now()
     columns = columns_build(progress=progress)
-    embedded = vector.embeddings_backfill(progress=progress) if embed else 0
+    embedded = vector_index.embeddings_backfill(progress=progress) if embed else 0
     stats_refresh()
-    vector.vector_index_ensure()
+    vector_index.vector_index_ensure()
     elapsed = time.monotonic() - started
     # Only clear the flag if nothing marked the index dirty while we were building.
     IndexState.objects.filter(pk=state.pk).filter(Q(dirty_since__lte=marked_at) | Q(dirty_since__isnull=True)).update(

@@ -44,6 +44,7 @@ from search.engine import vector
 from search.engine.embeddings import EmbeddingProvider, embed_documents, get_provider, text_hash
 from search.errors import EmbeddingUnavailable
 from search.models import Chunk, EmbeddingCache, EmbeddingSpace
+from search.services import vector_index
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ def embeddings_backfill_run(
         if (space.model, space.dimensions) == (configured.name, configured.dimensions):
             provider = configured
     _, done = _with_backoff(
-        lambda p: vector.embeddings_backfill(progress=p, provider=provider),
+        lambda p: vector_index.embeddings_backfill(progress=p, provider=provider),
         progress=progress,
         attempts=attempts,
         base_delay_s=base_delay_s,
@@ -141,7 +142,7 @@ def embeddings_backfill_run(
 
 def embeddings_pending_count(*, provider: EmbeddingProvider | None = None) -> int:
     """Chunks the backfill would embed (for progress bars)."""
-    return int(vector.embeddings_pending(vector.active_space(provider=provider).model).count())
+    return int(vector_index.embeddings_pending(vector.active_space(provider=provider).model).count())
 
 
 # --- the switch ------------------------------------------------------------------------------------------
@@ -159,7 +160,7 @@ def _has_vectors(model: str) -> bool:
 
 def _stage_batch(chunks: list[Chunk], *, provider: EmbeddingProvider) -> None:
     """Stage ``chunks``' vectors of ``provider``'s model (the cache) and record their text hashes."""
-    texts = vector.chunk_texts(chunks)
+    texts = vector_index.chunk_texts(chunks)
     embed_documents(texts, provider=provider)
     hashes = [text_hash(t) for t in texts]
     changed = [
@@ -225,7 +226,7 @@ def space_stage(
                 space_pending(space.model)
                 .filter(pk__gt=last)
                 .select_related("revision")
-                .order_by("pk")[: vector.EMBED_BATCH]
+                .order_by("pk")[: vector_index.EMBED_BATCH]
             )
             if not batch:
                 break
@@ -309,7 +310,7 @@ def space_flip(
                 moved = cursor.rowcount
                 cursor.execute(_FLIP_CLEAR_SQL, {"model": model})
                 cleared = cursor.rowcount
-            vector.vector_index_ensure(space=target)
+            vector_index.vector_index_ensure(space=target)
             total = int(Chunk.objects.current().count())
             now = timezone.now()
             EmbeddingSpace.objects.filter(active=True).update(active=False, state=State.RETIRED)
@@ -351,8 +352,8 @@ def _unused_indexes_drop(*, keep: EmbeddingSpace) -> list[str]:
     for space in EmbeddingSpace.objects.exclude(pk=keep.pk).filter(active=False):
         if _has_vectors(space.model):
             continue
-        if vector.vector_index_drop(model=space.model):
-            dropped.append(vector._index_name(space.model))
+        if vector_index.vector_index_drop(model=space.model):
+            dropped.append(vector_index.hnsw_index_name(space.model))
     return dropped
 
 
@@ -437,7 +438,7 @@ def reembed_pending_count(*, provider: EmbeddingProvider | None = None) -> int:
     active = EmbeddingSpace.objects.filter(active=True).first()
     if active is not None and active.model != provider.name and _has_vectors(active.model):
         return int(space_pending(provider.name).count())
-    return int(vector.embeddings_pending(provider.name).count())
+    return int(vector_index.embeddings_pending(provider.name).count())
 
 
 def _space_error(space: EmbeddingSpace, message: str) -> None:
@@ -497,7 +498,7 @@ def corpus_reembed(
             )
         _building_retire(keep_model=space.model)
         embedded = embeddings_backfill_run(progress=progress, provider=provider, **retry)
-        index = vector.vector_index_ensure(space=space)
+        index = vector_index.vector_index_ensure(space=space)
         return _report(space, embedded=embedded, index=index, dropped=_unused_indexes_drop(keep=space))
 
     space = space_build_start(provider=provider)
@@ -528,6 +529,6 @@ def corpus_reembed(
                 space, "Chunks kept being written faster than the flip could take them; the next run tries again."
             )
         return _report(space, embedded=embedded, index=None, dropped=[])
-    index = vector._index_name(space.model)
+    index = vector_index.hnsw_index_name(space.model)
     dropped = _unused_indexes_drop(keep=space)
     return _report(space, embedded=embedded, index=index, dropped=dropped, flip_seconds=outcome.seconds)

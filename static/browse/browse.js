@@ -245,9 +245,12 @@
 
   function loadMore(link) {
     var url = link.getAttribute("href");
+    // A results request started after this one replaces the list: this page belongs to the old one.
+    var mine = sequence;
     link.setAttribute("aria-disabled", "true");
     link.textContent = "Loading…";
     return fetch(url, {headers: {"X-KB-Partial": "page"}, credentials: "same-origin"}).then(function (response) {
+      if (mine !== sequence) return;
       if (response.status === 429) {
         showQuiet(retryAfterText(response));
         link.removeAttribute("aria-disabled");
@@ -256,6 +259,7 @@
       }
       if (!response.ok) throw new Error("HTTP " + response.status);
       return response.text().then(function (html) {
+        if (mine !== sequence) return;
         var holder = document.createElement("template");
         holder.innerHTML = html;
         var list = results.querySelector(".cards");
@@ -270,6 +274,7 @@
         }
       });
     }).catch(function () {
+      if (mine !== sequence) return;
       link.removeAttribute("aria-disabled");
       link.textContent = "Load more";
       showFailed(function () { return loadMore(link); });

@@ -17,7 +17,7 @@ from django.test import override_settings
 from benchmarks import bench, bench_corpus, bench_http, scratch_db
 from search.engine.embeddings import HashEmbedder
 from search.errors import SearchError
-from tests.search.test_text_pairs import missing_text_pairs, missing_text_pieces
+from tests.search.engine.test_text_pairs import missing_text_pairs, missing_text_pieces
 
 SENTENCES = [
     "Vitamin D supplementation lowers the risk of respiratory infection in older adults.",

@@ -307,6 +307,30 @@ def test_load_more_appends_the_next_page(session: Session) -> None:
     assert page.locator("[data-load-more]").count() == 0
 
 
+def test_a_page_that_arrives_after_the_results_changed_is_not_appended(session: Session) -> None:
+    # given a first page of 20, a next page held in flight, and two items of another domain
+    for i in range(23):
+        make_item(title=f"Numbered item {i:02d}")
+    make_item(title="Zoo keeping", primary_domain="zoo")
+    make_item(title="Zoo feeding", primary_domain="zoo")
+    build()
+    page = session.page
+    held: list[Any] = []
+    page.route("**/browse?*", lambda route: held.append(route) if
+               route.request.headers.get("x-kb-partial") == "page" else route.continue_())
+    page.goto("/browse?sort=title")
+    page.click("[data-load-more]")
+    page.wait_for_function("document.querySelector('[data-load-more]').textContent === 'Loading…'")
+    # when the results change (a filter) before the held page comes back
+    page.evaluate("() => { window.kbBrowse.applyParams({domain: ['zoo']}); }")
+    page.wait_for_function("document.querySelectorAll('#results .cards .card').length === 2")
+    assert held, "the next page was not requested"
+    held[0].continue_()
+    page.wait_for_timeout(300)
+    # then the old list's page is dropped: the new results stand alone
+    assert sorted(session.card_titles()) == ["Zoo feeding", "Zoo keeping"]
+
+
 def test_a_rate_limited_search_keeps_the_results_and_says_when(session: Session, kb: None) -> None:
     # given
     page = session.page

@@ -46,9 +46,15 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
 
 
 @pytest.fixture
-def replica_urls() -> list[str]:
-    """URLs of streaming replicas of the test database, given to every product process as
-    ``DATABASE_REPLICA_URLS``. None here: the processes read from the primary. A fixture that starts a
-    replica (``pg_basebackup`` from the session's server) returns its URL from this fixture, and the
-    many-hosts test then runs against one primary and that replica unchanged."""
-    return []
+def replica_urls(django_db_setup: None, django_db_blocker: Any) -> Iterator[list[str]]:
+    """One streaming replica of the test database (``tests.support.replica``: ``pg_basebackup`` from the
+    session's server), given to every product process as ``DATABASE_REPLICA_URLS``: the many-hosts test runs
+    against one primary and this replica. Stopped and deleted after the test."""
+    from tests.support.replica import primary_url, start_replica
+
+    with django_db_blocker.unblock():
+        replica = start_replica(primary_url())
+    try:
+        yield [replica.url]
+    finally:
+        replica.destroy()

@@ -65,7 +65,7 @@ def test_initialize_then_list_tools_gives_exactly_the_fixed_tools(mcp_base_url: 
     capabilities, tools = run(go)
     # then
     assert capabilities is not None and capabilities.tools is not None
-    assert [t.name for t in tools.tools] == ["find", "read", "quality", "list_presets"]
+    assert [t.name for t in tools.tools] == ["find", "read", "quality", "list_presets", "follow_news"]
     for tool in tools.tools:
         schema = tool.inputSchema
         assert schema["additionalProperties"] is False

@@ -86,7 +86,7 @@ def test_validation_error_names_each_field_and_unknown_tool_is_an_error() -> Non
     # then
     assert bad.isError
     assert all(field in text_of(bad) for field in ("limit:", "colour: unknown argument", "sort: unknown argument"))
-    assert unknown.isError and "Available tools: find, read, quality, list_presets" in text_of(unknown)
+    assert unknown.isError and "Available tools: find, read, quality, list_presets, follow_news" in text_of(unknown)
     assert missing.isError and "item_id or match_id" in text_of(missing)
 
 

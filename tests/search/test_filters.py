@@ -159,3 +159,42 @@ def test_a_retrieval_query_checks_itself_when_built(values: dict[str, Any], fiel
         RetrievalQuery(text="x", **values)
     assert caught.value.field == field
     assert caught.value.message.startswith(field)
+
+
+def test_changed_since_is_an_aware_time_kept_in_utc() -> None:
+    from datetime import UTC, datetime, timedelta, timezone
+
+    # ISO text with Z or an offset, or an aware datetime: all kept as UTC
+    assert SearchFilters(changed_since="2025-01-31T09:00:00Z").changed_since == datetime(2025, 1, 31, 9, tzinfo=UTC)
+    plus_one = SearchFilters(changed_since="2025-01-31T10:00:00+01:00").changed_since
+    assert plus_one == datetime(2025, 1, 31, 9, tzinfo=UTC) and plus_one.tzinfo is UTC
+    aware = datetime(2025, 1, 31, 12, tzinfo=timezone(timedelta(hours=3)))
+    assert SearchFilters(changed_since=aware).changed_since == datetime(2025, 1, 31, 9, tzinfo=UTC)
+    assert SearchFilters(changed_since="  ").changed_since is None
+
+    # refused in the schema's words
+    assert refusal(changed_since="last tuesday").message.startswith(
+        "changed_since must be an ISO 8601 time with a time zone, e.g. 2025-01-31T09:00:00Z"
+    )
+    assert refusal(changed_since="2025-01-31T09:00:00").message.startswith("changed_since has no time zone")
+    assert refusal(changed_since=datetime(2025, 1, 31)).field == "changed_since"  # noqa: DTZ001 - the naive case
+    assert refusal(changed_since=date(2025, 1, 31)).field == "changed_since"
+    assert "characters long" in refusal(changed_since="2025" * 20).message
+
+
+@pytest.mark.django_db
+def test_changed_since_keeps_items_updated_at_or_after_it() -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from search.models import ContentItem
+    from tests.factories import make_item
+
+    now = timezone.now()
+    old = make_item(title="Old", updated_at=now - timedelta(days=3))
+    new = make_item(title="New", updated_at=now)
+
+    kept = ContentItem.objects.apply_filters(SearchFilters(changed_since=now - timedelta(days=1)))
+
+    assert set(kept.values_list("pk", flat=True)) == {new.pk} and old.pk not in kept.values_list("pk", flat=True)

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from search.engine import vector
 from search.models import Chunk, ContentItem, IndexState, JobRun, ReviewStatus
-from search.services import jobs
+from search.services import jobs, vector_index
 from search.tasks import (
     embeddings_backfill_task,
     index_build_task,
@@ -151,7 +151,7 @@ def test_backfill_task_embeds_missing_chunks_and_is_idle_otherwise() -> None:
 
     # then
     assert "2 item(s) touched" in first and second == "embeddings_backfill: nothing to embed"
-    assert not vector.embeddings_pending(vector.active_space().model).exists()
+    assert not vector_index.embeddings_pending(vector.active_space().model).exists()
     assert JobRun.objects.filter(job=jobs.EMBEDDINGS_BACKFILL).count() == 1
 
 
@@ -299,7 +299,7 @@ def test_end_to_end_with_a_real_worker_and_the_embedded_valkey(workers: Callable
     assert flag_runs[0].task_id == sent[0].id and flag_runs[0].attempts == 1
     scores = dict(ContentItem.objects.values_list("pk", "quality_breakdown"))
     assert scores[items["overdue"].pk]["cadence_penalty"] == 15
-    assert not vector.embeddings_pending("hash-384").exists()
+    assert not vector_index.embeddings_pending("hash-384").exists()
     assert JobRun.objects.filter(status=JobRun.Status.SUCCEEDED).count() == 3
 
 
@@ -321,7 +321,7 @@ def test_a_worker_killed_mid_task_then_rerun_reaches_the_same_state(
     for i in range(10):
         make_item(title=f"Long item {i}", body=_long_body(i))
     total = Chunk.objects.current().count()
-    assert total > 2 * vector.EMBED_BATCH
+    assert total > 2 * vector_index.EMBED_BATCH
     model = "text-embedding-3-large@16"
     fake_openai.delay_s = 1.0
     env = {
@@ -359,7 +359,7 @@ def test_a_worker_killed_mid_task_then_rerun_reaches_the_same_state(
     chunks = list(Chunk.objects.current().select_related("revision"))
     assert len(chunks) == total and all(c.embedding_model == model for c in chunks)
     for chunk in chunks:
-        text = vector.chunk_embedding_text(chunk.revision.title, chunk.toc_path, chunk.text)
+        text = vector_index.chunk_embedding_text(chunk.revision.title, chunk.toc_path, chunk.text)
         assert list(map(float, chunk.embedding)) == pytest.approx(fake_vector(text, 16), abs=1e-6)
     dead_run.refresh_from_db()
     assert dead_run.status == JobRun.Status.ABANDONED

@@ -53,6 +53,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--load-users", type=int, default=16, help="concurrent simulated users in the load run"
         )
+        parser.add_argument(
+            "--replica",
+            action="store_true",
+            help="run the mixed load twice, on the primary alone and with reads on a streaming replica of its "
+            "server (copied with pg_basebackup, started and removed here; the whole server is copied): "
+            "throughput, p95, primary CPU and replica lag side by side",
+        )
         parser.add_argument("--workers", type=int, default=2, help="processes generating the corpus")
         parser.add_argument(
             "--keep-db",
@@ -85,7 +92,10 @@ class Command(BaseCommand):
             load_users=max(1, opts["load_users"]),
             workers=max(1, opts["workers"]),
             keep_db=opts["keep_db"],
+            replica=opts["replica"],
         )
+        if options.replica and (not options.http or options.load_seconds <= 0):
+            raise CommandError("--replica compares load runs: drop --no-http and keep --load-seconds above 0.")
 
         def progress(*, total: int | None, desc: str) -> Any:
             return progress_bar(self, total=total, desc=desc)

@@ -9,10 +9,11 @@ from django.utils import timezone
 
 from benchmarks import evaluation
 from search.engine import lane_weights
-from search.engine.vector import active_space, embeddings_pending, lane_model
+from search.engine.vector import active_space, lane_model
 from search.errors import SearchError
 from search.management.commands._progress import progress_bar
 from search.services import importer, indexing
+from search.services.vector_index import embeddings_pending
 
 # Vector-lane weights --calibrate tries (RRF weight beside the lexical lane's 1.0).
 CALIBRATION_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)  # the vector lane against lexical (1.0)

@@ -115,8 +115,9 @@ class Command(BaseCommand):
     def _first_start(self, opts: dict[str, Any]) -> None:
         from django.contrib.auth import get_user_model
 
-        from search.engine.vector import active_space, embeddings_pending
+        from search.engine.vector import active_space
         from search.services import demo, indexing
+        from search.services.vector_index import embeddings_pending
 
         User = get_user_model()
         if not User.objects.filter(is_superuser=True).exists():

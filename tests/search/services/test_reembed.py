@@ -17,7 +17,7 @@ from search.engine.retrieve import retrieve
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
 from search.models import Chunk, EmbeddingSpace, JobRun
 from search.principal import Principal
-from search.services import jobs, reembed
+from search.services import jobs, reembed, vector_index
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 from tests.search.fake_openai import FakeOpenAI, fake_vector, serving
@@ -55,7 +55,7 @@ def _corpus(n: int = 6) -> list[int]:
 
 def _expected(provider: HashEmbedder) -> dict[int, list[float]]:
     chunks = list(Chunk.objects.current().select_related("revision").order_by("pk"))
-    texts = [vector.chunk_embedding_text(c.revision.title, c.toc_path, c.text) for c in chunks]
+    texts = [vector_index.chunk_embedding_text(c.revision.title, c.toc_path, c.text) for c in chunks]
     return {c.pk: v for c, v in zip(chunks, provider.embed(texts), strict=True)}
 
 
@@ -74,14 +74,14 @@ def _assert_same_vectors(stored: dict[int, list[float]], expected: dict[int, lis
 
 def _index_exists(model: str) -> bool:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [vector._index_name(model)])
+        cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [vector_index.hnsw_index_name(model)])
         return cursor.fetchone() is not None
 
 
 @pytest.mark.django_db
 def test_backfill_backs_off_and_resumes_when_the_provider_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     # given 6 chunks in batches of 2, and a provider failing on its 2nd and 3rd calls
-    monkeypatch.setattr(vector, "EMBED_BATCH", 2)
+    monkeypatch.setattr(vector_index, "EMBED_BATCH", 2)
     _corpus(6)
     provider = FlakyEmbedder(384, fail_on={2, 3})
     sleeps: list[float] = []
@@ -100,7 +100,7 @@ def test_backfill_backs_off_and_resumes_when_the_provider_fails(monkeypatch: pyt
 @pytest.mark.django_db
 def test_backfill_gives_up_after_its_attempts_and_keeps_progress(monkeypatch: pytest.MonkeyPatch) -> None:
     # given a provider that dies after the first batch
-    monkeypatch.setattr(vector, "EMBED_BATCH", 2)
+    monkeypatch.setattr(vector_index, "EMBED_BATCH", 2)
     _corpus(6)
     provider = FlakyEmbedder(384, fail_on=set(range(2, 100)))
     sleeps: list[float] = []
@@ -185,7 +185,7 @@ def test_reembed_interrupted_then_rerun_reaches_the_same_state(
     settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # given a hash-384 corpus moving to hash-256, and a provider that dies after the first batch
-    monkeypatch.setattr(vector, "EMBED_BATCH", 2)
+    monkeypatch.setattr(vector_index, "EMBED_BATCH", 2)
     _corpus(5)
     build()
     settings.HASH_EMBEDDING_DIMENSIONS = 256

@@ -25,7 +25,7 @@ from search.engine.scope import ItemScope
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
 from search.models import Chunk, EmbeddingCache, EmbeddingSpace, JobRun
 from search.principal import Principal
-from search.services import jobs, reembed
+from search.services import jobs, reembed, vector_index
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 
@@ -113,7 +113,7 @@ def _brute_force(text: str, dimensions: int) -> dict[int, float]:
     """Every live chunk's cosine similarity to ``text`` in the hash space of ``dimensions``, in Python."""
     embedder = HashEmbedder(dimensions)
     chunks = list(Chunk.objects.filter(in_live=True).select_related("revision").order_by("pk"))
-    vectors = embedder.embed(vector.chunk_texts(chunks))
+    vectors = embedder.embed(vector_index.chunk_texts(chunks))
     query = embedder.embed([text])[0]
     return {
         c.pk: sum(a * b for a, b in zip(query, v, strict=True)) for c, v in zip(chunks, vectors, strict=True)
@@ -136,7 +136,7 @@ def _index_names() -> list[str]:
 def _assert_switched(*, chunks: int) -> None:
     """The end state of a complete switch to hash-256, whatever happened on the way."""
     current = list(Chunk.objects.current().select_related("revision").order_by("pk"))
-    texts = vector.chunk_texts(current)
+    texts = vector_index.chunk_texts(current)
     expected = HashEmbedder(256).embed(texts)
     assert len(current) == chunks
     assert {c.embedding_model for c in current} == {NEW}
@@ -149,7 +149,7 @@ def _assert_switched(*, chunks: int) -> None:
         for s in EmbeddingSpace.objects.all()
     )
     assert spaces == [(NEW, 256, "active", True, chunks, chunks, ""), (OLD, 384, "retired", False, 0, 0, "")]
-    assert _index_names() == [vector._index_name(NEW)]
+    assert _index_names() == [vector_index.hnsw_index_name(NEW)]
     assert set(EmbeddingCache.objects.filter(model=NEW).values_list("text_hash", flat=True)) == {
         text_hash(t) for t in texts
     }
@@ -190,7 +190,7 @@ def test_provider_for_model_builds_an_openai_space_of_its_own_size(settings) -> 
 @pytest.mark.django_db
 def test_while_the_new_space_builds_every_search_uses_the_whole_old_space(settings, monkeypatch) -> None:
     # given a hash-384 corpus, and what the vector lane answers before any switch
-    monkeypatch.setattr(vector, "EMBED_BATCH", 2)
+    monkeypatch.setattr(vector_index, "EMBED_BATCH", 2)
     _corpus(6)
     build()
     before = {q: _lane(q) for q in QUERIES}
@@ -236,7 +236,7 @@ def test_a_switch_killed_half_way_and_restarted_ends_as_an_uninterrupted_one(
     interrupted: bool, settings, monkeypatch
 ) -> None:
     # given 7 chunks in batches of 2, moving from hash-384 to hash-256
-    monkeypatch.setattr(vector, "EMBED_BATCH", 2)
+    monkeypatch.setattr(vector_index, "EMBED_BATCH", 2)
     _corpus(7)
     build()
     settings.HASH_EMBEDDING_DIMENSIONS = 256
@@ -275,7 +275,7 @@ def test_two_runs_at_once_flip_once_and_corrupt_nothing(
     settings, monkeypatch, vector_indexes_dropped
 ) -> None:
     # given a committed hash-384 corpus moving to hash-256
-    monkeypatch.setattr(vector, "EMBED_BATCH", 2)
+    monkeypatch.setattr(vector_index, "EMBED_BATCH", 2)
     _corpus(6)
     build()
     settings.HASH_EMBEDDING_DIMENSIONS = 256
@@ -313,7 +313,7 @@ def test_a_switch_under_load_gives_every_search_one_whole_space(
     settings, monkeypatch, vector_indexes_dropped
 ) -> None:
     # given a committed hash-384 corpus, and each query's answer in the old and in the new space
-    monkeypatch.setattr(vector, "EMBED_BATCH", 2)
+    monkeypatch.setattr(vector_index, "EMBED_BATCH", 2)
     _corpus(10)
     build()
     old = {q: _brute_force(q, 384) for q in QUERIES}
@@ -442,7 +442,7 @@ def test_a_backfill_batch_of_the_old_model_never_lands_after_the_flip(settings) 
             flipped.append(reembed.space_flip(space=space, provider=get_provider()).status)
 
     # when the old model's backfill runs into the flip
-    written = vector.embeddings_backfill(provider=SlowEmbedder(384, on_call=flip_meanwhile))
+    written = vector_index.embeddings_backfill(provider=SlowEmbedder(384, on_call=flip_meanwhile))
 
     # then the backfill wrote nothing, and the new chunk is in the new space (a straggler of the flip)
     assert flipped == ["flipped"] and written == 0
@@ -458,7 +458,7 @@ def test_chunks_written_during_the_build_and_just_before_the_flip_are_in_the_new
 ) -> None:
     # given a hash-384 corpus, a switch whose second batch sees a new item arrive, and one more item
     # written between the last staging pass and the flip
-    monkeypatch.setattr(vector, "EMBED_BATCH", 2)
+    monkeypatch.setattr(vector_index, "EMBED_BATCH", 2)
     _corpus(4)
     build()
     settings.HASH_EMBEDDING_DIMENSIONS = 256
@@ -489,7 +489,7 @@ def test_chunks_written_during_the_build_and_just_before_the_flip_are_in_the_new
 @pytest.mark.django_db
 def test_a_flip_with_too_many_new_chunks_gives_up_and_stages_them_first(settings, monkeypatch) -> None:
     # given a flip allowed no stragglers, and two items written just before the first flip
-    monkeypatch.setattr(vector, "EMBED_BATCH", 2)
+    monkeypatch.setattr(vector_index, "EMBED_BATCH", 2)
     monkeypatch.setattr(reembed, "FLIP_STRAGGLERS_MAX", 0)
     _corpus(3)
     build()
@@ -562,7 +562,7 @@ def test_the_switch_task_moves_the_corpus_then_has_nothing_to_do(settings) -> No
 @pytest.mark.django_db
 def test_the_admin_shows_each_space_and_the_progress_of_a_build(settings, monkeypatch) -> None:
     # given a hash-384 corpus of 4 chunks, and a switch to hash-256 that has staged 2 of them
-    monkeypatch.setattr(vector, "EMBED_BATCH", 2)
+    monkeypatch.setattr(vector_index, "EMBED_BATCH", 2)
     _corpus(4)
     build()
     settings.HASH_EMBEDDING_DIMENSIONS = 256

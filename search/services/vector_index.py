@@ -1,0 +1,135 @@
+"""The vector index's build side: embed current chunks with the active space's model (resumable batches) and
+keep each model's partial HNSW index. Searches read what this writes through ``search.engine.vector``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Q
+
+from search.engine.embeddings import EmbeddingProvider, embed_documents, text_hash
+from search.engine.vector import active_space, space_lock, space_provider
+from search.errors import EmbeddingModelMismatch
+from search.models import Chunk, EmbeddingSpace
+
+logger = logging.getLogger(__name__)
+
+EMBED_BATCH = 64
+
+
+def hnsw_index_name(model: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "_", model.lower()).strip("_")[:30]
+    return f"chunk_hnsw_{slug}_{hashlib.sha1(model.encode()).hexdigest()[:6]}"
+
+
+def chunk_embedding_text(title: str, toc_path: str, text: str) -> str:
+    return "\n".join(part for part in (title, toc_path, text) if part)
+
+
+def chunk_texts(chunks: Iterable[Chunk]) -> list[str]:
+    """The embedding texts of chunks fetched with ``select_related("revision")``."""
+    return [chunk_embedding_text(c.revision.title, c.toc_path, c.text) for c in chunks]
+
+
+def embeddings_pending(model: str) -> Any:
+    return Chunk.objects.current().filter(~Q(embedding_model=model) | Q(embedding__isnull=True))
+
+
+def embeddings_backfill(
+    *, progress: Any = None, provider: EmbeddingProvider | None = None, limit: int | None = None
+) -> int:
+    """Embed current chunks that have no vector of the active space, with its model, in batches.
+
+    Resumable: each batch commits. ``provider`` defaults to the active space's model; a ``provider`` of
+    another model is refused (moving to another model is ``reembed``'s staged switch). A batch is written
+    only while its space is still the active one (shared space lock): after a flip the backfill stops and
+    the next run embeds with the new model. An active space this version cannot embed with is skipped
+    (logged): the switch to the configured model replaces it.
+    """
+    space = active_space(provider=provider)
+    if provider is not None and (provider.name, provider.dimensions) != (space.model, space.dimensions):
+        raise EmbeddingModelMismatch(
+            f"The vector lane searches {space.model} ({space.dimensions} dims); the backfill cannot add "
+            f"{provider.name} ({provider.dimensions} dims) vectors to it. Run `python manage.py reembed` to "
+            f"move the corpus to {provider.name}."
+        )
+    if provider is None:
+        try:
+            provider = space_provider(space.model, space.dimensions)
+        except EmbeddingModelMismatch as exc:
+            logger.warning("embedding backfill skipped: %s", exc.message)
+            return 0
+    done = 0
+    last = 0
+    while True:
+        batch = list(
+            embeddings_pending(space.model).filter(pk__gt=last).select_related("revision").order_by("pk")[:EMBED_BATCH]
+        )
+        if not batch:
+            break
+        last = batch[-1].pk
+        texts = chunk_texts(batch)
+        vectors = embed_documents(texts, provider=provider)
+        with transaction.atomic():
+            space_lock(shared=True)
+            if not EmbeddingSpace.objects.filter(pk=space.pk, active=True).exists():
+                logger.info("embedding backfill: %s is no longer the active space; stopping", space.model)
+                break
+            for chunk, text, vec in zip(batch, texts, vectors, strict=True):
+                Chunk.objects.filter(pk=chunk.pk).update(
+                    embedding=vec, embedding_model=space.model, embedding_hash=text_hash(text)
+                )
+        done += len(batch)
+        if progress:
+            progress(len(batch))
+        if limit and done >= limit:
+            break
+    return done
+
+
+def vector_index_exists(model: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [hnsw_index_name(model)])
+        return cursor.fetchone() is not None
+
+
+def vector_index_drop(*, model: str) -> bool:
+    """Drop ``model``'s HNSW index if it exists; returns whether it did.
+
+    ``CONCURRENTLY`` outside a transaction: a plain DROP INDEX takes an ACCESS EXCLUSIVE lock on
+    search_chunk, which would make every search wait behind it. Precondition: no search needs it (its model
+    is not the active one).
+    """
+    if not vector_index_exists(model):
+        return False
+    concurrently = "" if connection.in_atomic_block else "CONCURRENTLY"
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX {concurrently} IF EXISTS {hnsw_index_name(model)}")
+    return True
+
+
+def vector_index_ensure(*, space: EmbeddingSpace | None = None) -> str:
+    """Create the partial HNSW index of the active model (or of ``space``) if it does not exist yet."""
+    space = space or active_space()
+    name = hnsw_index_name(space.model)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [name])
+        if cursor.fetchone():
+            return name
+        if connection.in_atomic_block:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # DDL refuses pending deferred FK checks
+        cursor.execute("SET maintenance_work_mem = '2GB'")
+        model_literal = space.model.replace("'", "''")
+        cursor.execute(
+            f"CREATE INDEX IF NOT EXISTS {name} ON search_chunk USING hnsw "
+            f"((embedding::vector({int(space.dimensions)})) vector_cosine_ops) "
+            f"WITH (m = 16, ef_construction = 64) WHERE embedding_model = '{model_literal}'"
+        )
+        cursor.execute("RESET maintenance_work_mem")
+    return name

@@ -1,0 +1,56 @@
+"""A real streaming replica of the test database for the tests in this folder.
+
+``replica_server`` (session): one hot standby of the test PostgreSQL (``tests.support.replica.start_replica``),
+copied once the test database exists and registered as the Django alias ``replica_1`` (a mirror of
+``default`` for the test runner: never created, never flushed); stopped and deleted at the end of the session.
+
+``replica`` (per test; the test is marked ``@replica_db``: transactional, since rows must be committed to
+stream, and allowed to use ``replica_1``): the standby running, replaying and caught up, the one replica
+``search.engine.reads`` knows, probed once (healthy). The probe thread then waits ``REPLICA_PROBE_S`` = 1 h
+unless a test shortens it, so each test decides when replicas are probed (``reads.replicas_probe()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.replica import (
+    Replica,
+    add_replica_alias,
+    primary_url,
+    remove_replica_alias,
+    replicas_configured,
+    start_replica,
+)
+
+
+@pytest.fixture(scope="session")
+def replica_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[Replica]:
+    with django_db_blocker.unblock():
+        server = start_replica(primary_url())
+    add_replica_alias(server)
+    try:
+        yield server
+    finally:
+        remove_replica_alias()
+        server.destroy()
+
+
+@pytest.fixture
+def replica(replica_server: Replica, settings: Any) -> Iterator[Replica]:
+    from search.engine import reads
+
+    settings.REPLICA_PROBE_S = 3600.0
+    settings.REPLICA_MAX_LAG_S = 5.0
+    settings.READ_YOUR_WRITES_S = 10.0
+    replica_server.start()
+    replica_server.resume_replay()
+    replica_server.wait_caught_up()
+    with replicas_configured("replica_1"):
+        reads.replicas_probe()
+        yield replica_server
+    if replica_server.running():
+        replica_server.resume_replay()

@@ -1,0 +1,179 @@
+"""A replica that stops, or falls behind, under searches: no error, reads move to the primary and come back."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connections
+from django.test import Client
+
+from search.engine import reads
+from search.engine.retrieve import retrieve
+from search.signals import database_read
+from search.types import RetrievalQuery
+from tests.factories import build, make_item
+from tests.support.replica import Replica, replica_db, server_reads
+
+pytestmark = replica_db
+
+
+@pytest.fixture
+def routed() -> Iterator[list[tuple[float, str]]]:
+    """(monotonic time, database) of every read-only call while the test runs."""
+    seen: list[tuple[float, str]] = []
+    lock = threading.Lock()
+
+    def record(sender: Any, *, alias: str, **kwargs: Any) -> None:
+        with lock:
+            seen.append((time.monotonic(), alias))
+
+    database_read.connect(record, weak=False, dispatch_uid="tests.replicas.faults.routed")
+    yield seen
+    database_read.disconnect(dispatch_uid="tests.replicas.faults.routed")
+
+
+def _corpus() -> None:
+    for i in range(8):
+        make_item(title=f"Harbour crane manual {i}", body=f"Crane berth {i}: how the harbour cranes lift containers.")
+    build()
+
+
+def test_a_replica_stopped_under_load_costs_no_errors_and_is_used_again_once_back(
+    replica: Replica, settings: Any, routed: list[tuple[float, str]]
+) -> None:
+    # given: a corpus on the replica, a probe every 0.2 s, and 4 threads searching without pause (two through
+    # the JSON API with Django's test client, two calling retrieve(); lane threads on)
+    settings.REPLICA_PROBE_S = 0.2
+    _corpus()
+    replica.wait_caught_up()
+    reads.replicas_reset()
+    stop = threading.Event()
+    outcomes: Counter[str] = Counter()
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def searcher(number: int) -> None:
+        client = Client()
+        try:
+            while not stop.is_set():
+                try:
+                    if number % 2:
+                        response = client.post("/api/search", data={"query": "harbour crane"},
+                                               content_type="application/json", REMOTE_ADDR=f"10.0.0.{number}")
+                        ok = response.status_code == 200 and len(response.json()["results"]) == 8
+                        what = f"HTTP {response.status_code}"
+                    else:
+                        result = retrieve(query=RetrievalQuery(text="harbour crane", threshold=0.1))
+                        ok, what = len(result.hits) == 8, f"{len(result.hits)} hits"
+                except Exception as exc:  # noqa: BLE001 - every failure is counted
+                    ok, what = False, repr(exc)[:300]
+                with lock:
+                    outcomes["ok" if ok else "failed"] += 1
+                    if not ok:
+                        errors.append(what)
+        finally:
+            connections.close_all()
+
+    settings.RATELIMIT_ENABLE = False
+    threads = [threading.Thread(target=searcher, args=(n,), daemon=True) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(2.0)
+        # when: the replica stops (fast shutdown: its sessions are cut mid-read), stays down, and starts again
+        stopped_at = time.monotonic()
+        replica.stop(mode="fast")
+        time.sleep(3.0)
+        replica.start()
+        started_at = time.monotonic()
+        time.sleep(5.0)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    # then: not one search failed or came back short; reads went to the primary while the replica was down,
+    # and to the replica again within a few probes of it answering (0.2 s apart; 3 s allows a busy machine)
+    assert outcomes["ok"] > 40 and not errors, (outcomes, errors[:5])
+    down = [alias for at, alias in routed if stopped_at + 0.5 < at < started_at]
+    assert down and set(down) == {"default"}, Counter(down)
+    back = [at for at, alias in routed if at > started_at and alias == "replica_1"]
+    assert back and back[0] - started_at < 3.0, (back[:1], started_at)
+    late = [alias for at, alias in routed if at > started_at + 3.5]
+    assert late and Counter(late)["replica_1"] == len(late), Counter(late)
+
+
+def test_a_lagging_replica_is_skipped_past_the_limit_and_used_again_once_caught_up(
+    replica: Replica, settings: Any, routed: list[tuple[float, str]]
+) -> None:
+    # given: a replica at most 1 s behind is used
+    settings.REPLICA_MAX_LAG_S = 1.0
+    _corpus()
+    replica.wait_caught_up()
+    assert reads.replicas_probe()["replica_1"].healthy
+    # when: its replay pauses while the primary keeps writing
+    replica.pause_replay()
+    make_item(title="Quay bollard inspection", body="Bollards on the quay are inspected.")
+    build()
+    deadline = time.monotonic() + 20
+    while reads.replicas_probe()["replica_1"].healthy:
+        assert time.monotonic() < deadline, "the paused replica never counted as lagging"
+        time.sleep(0.2)
+    lag = reads.replica_health()["replica_1"].lag_s
+    routed.clear()
+    skipped = retrieve(query=RetrievalQuery(text="bollard inspection", threshold=0.1))
+    # then: past the limit reads go to the primary (which has the new item) ...
+    assert lag is not None and lag > 1.0
+    assert [alias for _, alias in routed] == ["default"]
+    assert [hit.title for hit in skipped.hits] == ["Quay bollard inspection"]
+    # ... and once the replica has replayed it, back to the replica
+    replica.resume_replay()
+    replica.wait_caught_up()
+    assert reads.replicas_probe()["replica_1"].healthy
+    routed.clear()
+    before = server_reads(replica.url, "search_chunk")
+    back = retrieve(query=RetrievalQuery(text="bollard inspection", threshold=0.1))
+    assert [alias for _, alias in routed] == ["replica_1"]
+    assert [hit.title for hit in back.hits] == ["Quay bollard inspection"]
+    assert server_reads(replica.url, "search_chunk") > before
+
+
+def test_a_read_cut_off_on_the_replica_is_run_again_once_on_the_primary(replica: Replica) -> None:
+    # given: a read whose session on the replica is terminated under it (what a replica restart does)
+    attempts: list[str] = []
+
+    def read() -> bool:
+        attempts.append(reads.read_alias())
+        with reads.read_connection().cursor() as cursor:
+            if len(attempts) == 1:
+                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+            cursor.execute("SELECT pg_is_in_recovery()")
+            return bool(cursor.fetchone()[0])
+
+    # when
+    in_recovery = reads.replica_read(None, read)
+    # then: it ran once more, on the primary; the replica is skipped until a probe finds it answering
+    assert attempts == ["replica_1", "default"] and in_recovery is False
+    assert reads.healthy_replicas() == []
+    assert reads.replicas_probe()["replica_1"].healthy
+    assert reads.replica_read(None, lambda: reads.read_alias()) == "replica_1"
+
+
+def test_a_failing_query_on_the_replica_is_not_retried(replica: Replica) -> None:
+    # given: a read that fails by its own fault (a bad statement), not the replica's
+    attempts: list[str] = []
+
+    def read() -> None:
+        attempts.append(reads.read_alias())
+        with reads.read_connection().cursor() as cursor:
+            cursor.execute("SELECT no_such_column FROM search_chunk")
+
+    # when / then: the error reaches the caller, the replica stays in use
+    with pytest.raises(Exception, match="no_such_column"):
+        reads.replica_read(None, read)
+    assert attempts == ["replica_1"]
+    assert reads.healthy_replicas() == ["replica_1"]

@@ -1,0 +1,35 @@
+"""search.services.vector_index: the build side of the vector lane (embedding backfill, the HNSW index).
+The backfill's batches, resumption and space flips are tested in test_reembed.py and engine/test_space_switch.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from search.engine import vector
+from search.services import vector_index
+from tests.factories import build, make_item
+
+pytestmark = pytest.mark.django_db
+
+
+
+def test_vector_index_ensure_creates_the_active_models_hnsw_index_once() -> None:
+    make_item(title="Harbour guide", body="Cranes and berths.")
+    build()
+    name = vector_index.vector_index_ensure()
+    # a second call finds it and creates nothing
+    assert vector_index.vector_index_ensure() == name
+    assert vector_index.vector_index_exists(vector.lane_model())
+
+
+def test_the_backfill_embeds_only_chunks_without_a_vector_of_the_active_model() -> None:
+    make_item(title="Harbour guide", body="Cranes and berths.")
+    make_item(title="Bridge notes", body="Spans and tolls.")
+    model = vector.lane_model()
+    pending = vector_index.embeddings_pending(model).count()
+    assert pending >= 2
+    # when
+    assert vector_index.embeddings_backfill() == pending
+    # then nothing is left, and a second run embeds nothing
+    assert vector_index.embeddings_pending(model).count() == 0
+    assert vector_index.embeddings_backfill() == 0
