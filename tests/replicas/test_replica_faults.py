@@ -86,8 +86,8 @@ def test_a_replica_stopped_under_load_costs_no_errors_and_is_used_again_once_bac
     try:
         time.sleep(2.0)
         # when: the replica stops (fast shutdown: its sessions are cut mid-read), stays down, and starts again
-        stopped_at = time.monotonic()
         replica.stop(mode="fast")
+        stopped_at = time.monotonic()  # once it is down: a loaded machine can take a while to stop it
         time.sleep(3.0)
         replica.start()
         started_at = time.monotonic()
