@@ -46,7 +46,7 @@ from follows.errors import FollowInvalid, FollowLimitReached, FollowNotFound, Fo
 from follows.models import LABEL_MAX_CHARS, PAUSED_REASON_MAX_CHARS, Follow, FollowItem, FollowPreference
 from search.engine.retrieve import retrieve
 from search.errors import SearchError
-from search.filter_params import FILTER_PARAMS, LIST_PARAMS, filters_from_params, params_from_filters
+from search.filter_params import FILTER_PARAMS, LIST_PARAMS, ParamLists, filters_from_params, params_from_filters
 from search.principal import Principal, principal_for_user
 from search.selectors.items import items_list, revision_numbers
 from search.text.query_parser import normalize_query_text, validate_query_text
@@ -150,7 +150,7 @@ def follow_params(raw: Any) -> FollowParams:
     """
     multi = _as_multi(raw)
     try:
-        return _canonical(filters_from_params(_ParamDict(multi), strict=True))
+        return _canonical(filters_from_params(ParamLists(multi), strict=True))
     except SearchError as exc:
         key = exc.field or ""
         field = f"filters.{key}" if key in multi else "filters"
@@ -163,18 +163,7 @@ def stored_filters(follow: Follow) -> SearchFilters:
     stored = follow.filters
     if not isinstance(stored, Mapping):
         raise FollowInvalid("the saved filters are not an object of filter names to values.", field="filters")
-    return filters_from_params(_ParamDict(_as_multi(stored)), strict=True)
-
-
-class _ParamDict(dict):  # type: ignore[type-arg]
-    """The minimal ``QueryDict`` face ``search.filter_params`` reads: ``getlist`` over a dict of lists."""
-
-    def getlist(self, key: str) -> list[Any]:
-        return list(self.get(key, []))
-
-    def __getitem__(self, key: str) -> Any:
-        values = dict.__getitem__(self, key)
-        return values[-1] if values else None
+    return filters_from_params(ParamLists(_as_multi(stored)), strict=True)
 
 
 def clean_label(raw: Any, *, query: str, params: FollowParams) -> str:

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from presets.errors import PresetParamsInvalid
 from search.errors import SearchError
-from search.filter_params import LIST_PARAMS, FilterParams, params_from_filters
+from search.filter_params import LIST_PARAMS, FilterParams, ParamLists, params_from_filters
 from search.filter_params import filters_from_params as browse_filters_from_params
 from search.types import SearchFilters
 
@@ -113,7 +113,7 @@ def filters_from_params(raw: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> S
     multi = {key: values for key, values in to_multi(raw).items() if key not in DROPPED_KEYS}
     # A repeated scalar filter: the last value wins, as on the browse page (hidden 0 + checked 1 = 1).
     try:
-        return browse_filters_from_params(_OneShotQueryDict(multi), strict=True)
+        return browse_filters_from_params(ParamLists(multi), strict=True)
     except SearchError as exc:
         key = exc.field or ""
         message = exc.message
@@ -121,17 +121,6 @@ def filters_from_params(raw: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> S
             message = f"'{key}' is not a filter. Presets hold filters only: {', '.join(FILTER_NAMES)}."
         field = f"params.{key}" if key in multi else "params"  # e.g. date_from after date_to
         raise PresetParamsInvalid(message, field=field) from None
-
-
-class _OneShotQueryDict(dict):  # type: ignore[type-arg]
-    """The minimal ``QueryDict`` face ``search.filter_params`` reads: ``getlist`` over a dict of lists."""
-
-    def getlist(self, key: str) -> list[Any]:
-        return list(self.get(key, []))
-
-    def __getitem__(self, key: str) -> Any:
-        values = dict.__getitem__(self, key)
-        return values[-1] if values else None
 
 
 def _canonical(filters: SearchFilters) -> PresetParams:

@@ -126,6 +126,19 @@ def _first_error(exc: ValidationError) -> InvalidQuery:
     return InvalidQuery(f"{field}: {message}.", field=field)
 
 
+class ParamLists(dict[str, list[Any]]):
+    """A dict of lists (filter name → its values) with the ``QueryDict`` face ``filters_from_params`` reads:
+    ``getlist`` gives every value, ``[key]`` the last. For callers whose parameters are stored JSON, not a URL
+    (presets, follows)."""
+
+    def getlist(self, key: str) -> list[Any]:
+        return list(self.get(key, []))
+
+    def __getitem__(self, key: str) -> Any:
+        values = dict.__getitem__(self, key)
+        return values[-1] if values else None
+
+
 def filters_from_params(params: Mapping[str, Any], *, strict: bool = False) -> SearchFilters:
     """Parse filter parameters (a ``QueryDict`` or a JSON object) into ``SearchFilters``.
 
