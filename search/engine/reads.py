@@ -18,8 +18,9 @@ The pick (``_choose``), in order:
 A replica is healthy when the last probe (every ``REPLICA_PROBE_S``, on a background thread per process,
 with a connection of its own) reached it and found it at most ``REPLICA_MAX_LAG_S`` behind. A read that
 fails on a replica (the server went away, refused the connection, or cancelled the statement for a recovery
-conflict) marks it unhealthy until the next probe and is run again, once, on the primary; only the outermost
-``replica_read`` retries, so a nested read simply raises to it. A process's first read waits up to
+conflict) marks it unhealthy until the next probe and is run again on another healthy replica, or on the
+primary when no other is healthy (each database at most once, so a read runs at most replicas + 1 times);
+only the outermost ``replica_read`` retries, so a nested read simply raises to it. A process's first read waits up to
 ``FIRST_PROBE_WAIT_S`` for the first probe; a replica no probe has found healthy is never used.
 """
 
@@ -113,32 +114,34 @@ def replica_failure(exc: BaseException) -> bool:
 def replica_read(principal: Principal | None, fn: Callable[[], T]) -> T:
     """``fn()`` with its reads on the alias ``_choose`` picks for ``principal`` (None: the current request's
     caller, when ``request_scope`` knows one). Inside another ``replica_read`` it runs on that one's alias.
-    A replica failing under it (``replica_failure``) is marked unhealthy and ``fn`` runs again on the primary."""
+    A replica failing under it (``replica_failure``) is marked unhealthy and ``fn`` runs again on another
+    healthy replica, or on the primary when none is left: each database at most once."""
     scope = _request.get()
     if scope is not None and principal is not None:
         scope.principals.add(principal)  # a write later in the request marks it too
     if _alias.get() is not None:
         return fn()
     alias = _choose(principal)
-    database_read.send(sender=None, alias=alias)
-    token = _alias.set(alias)
-    try:
-        return fn()
-    except Error as exc:
-        if alias == DEFAULT_DB_ALIAS or not replica_failure(exc):
-            raise
-        logger.warning("read on %s failed (%s); running it again on the primary", alias, _first_line(exc))
-        replica_mark_down(alias, _first_line(exc))
-        with contextlib.suppress(Exception):
-            connections[alias].close()
-    finally:
-        _alias.reset(token)
-    database_read.send(sender=None, alias=DEFAULT_DB_ALIAS)
-    token = _alias.set(DEFAULT_DB_ALIAS)
-    try:
-        return fn()
-    finally:
-        _alias.reset(token)
+    failed: set[str] = set()
+    while True:
+        database_read.send(sender=None, alias=alias)
+        token = _alias.set(alias)
+        try:
+            return fn()
+        except Error as exc:
+            if alias == DEFAULT_DB_ALIAS or not replica_failure(exc):
+                raise
+            reason = _first_line(exc)
+            replica_mark_down(alias, reason)
+            with contextlib.suppress(Exception):
+                connections[alias].close()
+            failed.add(alias)
+            left = [other for other in healthy_replicas() if other not in failed]
+            retry = random.choice(left) if left else DEFAULT_DB_ALIAS
+            logger.warning("read on %s failed (%s); running it again on %s", alias, reason, retry)
+            alias = retry
+        finally:
+            _alias.reset(token)
 
 
 def replica_reads(fn: Callable[P, T]) -> Callable[P, T]:

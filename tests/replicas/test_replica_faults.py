@@ -2,39 +2,20 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connections
 from django.test import Client
 
 from search.engine import reads
 from search.engine.retrieve import retrieve
-from search.signals import database_read
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
-from tests.support.replica import Replica, replica_db, server_reads
+from tests.support.replica import Replica, replica_db, server_reads, stop_under_load
 
 pytestmark = replica_db
-
-
-@pytest.fixture
-def routed() -> Iterator[list[tuple[float, str]]]:
-    """(monotonic time, database) of every read-only call while the test runs."""
-    seen: list[tuple[float, str]] = []
-    lock = threading.Lock()
-
-    def record(sender: Any, *, alias: str, **kwargs: Any) -> None:
-        with lock:
-            seen.append((time.monotonic(), alias))
-
-    database_read.connect(record, weak=False, dispatch_uid="tests.replicas.faults.routed")
-    yield seen
-    database_read.disconnect(dispatch_uid="tests.replicas.faults.routed")
 
 
 def _corpus() -> None:
@@ -52,58 +33,27 @@ def test_a_replica_stopped_under_load_costs_no_errors_and_is_used_again_once_bac
     _corpus()
     replica.wait_caught_up()
     reads.replicas_reset()
-    stop = threading.Event()
-    outcomes: Counter[str] = Counter()
-    errors: list[str] = []
-    lock = threading.Lock()
-
-    def searcher(number: int) -> None:
-        client = Client()
-        try:
-            while not stop.is_set():
-                try:
-                    if number % 2:
-                        response = client.post("/api/search", data={"query": "harbour crane"},
-                                               content_type="application/json", REMOTE_ADDR=f"10.0.0.{number}")
-                        ok = response.status_code == 200 and len(response.json()["results"]) == 8
-                        what = f"HTTP {response.status_code}"
-                    else:
-                        result = retrieve(query=RetrievalQuery(text="harbour crane", threshold=0.1))
-                        ok, what = len(result.hits) == 8, f"{len(result.hits)} hits"
-                except Exception as exc:  # noqa: BLE001 - every failure is counted
-                    ok, what = False, repr(exc)[:300]
-                with lock:
-                    outcomes["ok" if ok else "failed"] += 1
-                    if not ok:
-                        errors.append(what)
-        finally:
-            connections.close_all()
-
     settings.RATELIMIT_ENABLE = False
-    threads = [threading.Thread(target=searcher, args=(n,), daemon=True) for n in range(4)]
-    for thread in threads:
-        thread.start()
-    try:
-        time.sleep(2.0)
-        # when: the replica stops (fast shutdown: its sessions are cut mid-read), stays down, and starts again
-        replica.stop(mode="fast")
-        stopped_at = time.monotonic()  # once it is down: a loaded machine can take a while to stop it
-        time.sleep(3.0)
-        replica.start()
-        started_at = time.monotonic()
-        time.sleep(5.0)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=60)
+    clients = [Client() for _ in range(4)]
+
+    def search(number: int) -> tuple[bool, str]:
+        if number % 2:
+            response = clients[number].post("/api/search", data={"query": "harbour crane"},
+                                            content_type="application/json", REMOTE_ADDR=f"10.0.0.{number}")
+            return response.status_code == 200 and len(response.json()["results"]) == 8, f"HTTP {response.status_code}"
+        result = retrieve(query=RetrievalQuery(text="harbour crane", threshold=0.1))
+        return len(result.hits) == 8, f"{len(result.hits)} hits"
+
+    # when: the replica stops (fast shutdown: its sessions are cut mid-read), stays down, and starts again
+    outage = stop_under_load(replica, search, threads=4)
     # then: not one search failed or came back short; reads went to the primary while the replica was down,
     # and to the replica again within a few probes of it answering (0.2 s apart; 3 s allows a busy machine)
-    assert outcomes["ok"] > 40 and not errors, (outcomes, errors[:5])
-    down = [alias for at, alias in routed if stopped_at + 0.5 < at < started_at]
+    assert outage.ok > 40 and not outage.errors, (outage.ok, outage.errors[:5])
+    down = [alias for at, alias in routed if outage.stopped_at + 0.5 < at < outage.started_at]
     assert down and set(down) == {"default"}, Counter(down)
-    back = [at for at, alias in routed if at > started_at and alias == "replica_1"]
-    assert back and back[0] - started_at < 3.0, (back[:1], started_at)
-    late = [alias for at, alias in routed if at > started_at + 3.5]
+    back = [at for at, alias in routed if at > outage.started_at and alias == "replica_1"]
+    assert back and back[0] - outage.started_at < 3.0, (back[:1], outage.started_at)
+    late = [alias for at, alias in routed if at > outage.started_at + 3.5]
     assert late and Counter(late)["replica_1"] == len(late), Counter(late)
 
 

@@ -30,6 +30,12 @@ A small API over ``config.standby`` (which ``manage.py bench --replica`` uses to
     Make ``aliases`` the replicas ``search.engine.reads`` reads from, for the block (fresh health state), and
     close every connection to them on exit.
 
+``stop_under_load(replica, search, *, threads) -> Outage``
+    ``threads`` threads call ``search(number)`` (which returns ``(ok, what)``) without pause, each failure or
+    exception counted; after 2 s the replica stops (fast shutdown: its sessions are cut mid-read), stays down
+    3 s and starts again; 5 s later the load stops. ``Outage``: ``ok``, ``errors``, ``stopped_at`` (once it is
+    down) and ``started_at``, monotonic times to compare with where reads went.
+
 ``server_reads(url, table) -> int``
     Sequential plus index scans of ``table`` counted by the server at ``url`` (``pg_stat_user_tables``), after
     closing this process's connections (a backend reports its counts when it exits; an idle one may wait 10 s)
@@ -43,8 +49,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from urllib.parse import quote
 
 import psycopg
@@ -98,6 +106,8 @@ def database_entry(replica: Replica, *, like: str = "default") -> dict[str, obje
 # and allowed to use ``replica_1`` (Django refuses connections to an alias a test does not declare; a mirror,
 # the alias is never flushed).
 replica_db = pytest.mark.django_db(transaction=True, databases=["default", "replica_1"])
+# Tests that read from two replicas (``replica_1`` and ``replica_2``).
+two_replicas_db = pytest.mark.django_db(transaction=True, databases=["default", "replica_1", "replica_2"])
 
 
 def add_replica_alias(replica: Replica, alias: str = "replica_1") -> str:
@@ -173,3 +183,51 @@ def server_reads(url: str, table: str, *, settle_s: float = 0.3, timeout: float 
         if now == last or time.monotonic() > deadline:
             return now
         last = now
+
+
+@dataclass
+class Outage:
+    ok: int = 0
+    errors: list[str] = field(default_factory=list)
+    stopped_at: float = 0.0
+    started_at: float = 0.0
+
+
+def stop_under_load(replica: Replica, search: Callable[[int], tuple[bool, str]], *, threads: int) -> Outage:
+    from django.db import connections
+
+    outage = Outage()
+    stop = threading.Event()
+    lock = threading.Lock()
+
+    def searcher(number: int) -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    ok, what = search(number)
+                except Exception as exc:  # noqa: BLE001 - every failure is counted
+                    ok, what = False, repr(exc)[:300]
+                with lock:
+                    if ok:
+                        outage.ok += 1
+                    else:
+                        outage.errors.append(what)
+        finally:
+            connections.close_all()
+
+    workers = [threading.Thread(target=searcher, args=(n,), daemon=True) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    try:
+        time.sleep(2.0)
+        replica.stop(mode="fast")
+        outage.stopped_at = time.monotonic()  # once it is down: a loaded machine can take a while to stop it
+        time.sleep(3.0)
+        replica.start()
+        outage.started_at = time.monotonic()
+        time.sleep(5.0)
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join(timeout=60)
+    return outage
