@@ -108,6 +108,10 @@ def follow_digest(request: HttpRequest) -> HttpResponse:
     if not request.user.is_authenticated:
         return _sign_in(FOLLOWS_URL)
     enabled = request.POST.get("email_digest") in ("1", "on", "true")
-    follow_services.follow_digest_set(owner=request.user, enabled=enabled)
+    try:
+        follow_services.follow_digest_set(owner=request.user, enabled=enabled)
+    except SearchError as exc:
+        messages.error(request, exc.message)
+        return _back()
     messages.success(request, "E-mail digest turned on." if enabled else "E-mail digest turned off.")
     return _back()

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Count, Q
 
@@ -198,3 +199,16 @@ def digest_enabled(*, user_id: int | None) -> bool:
     return bool(
         FollowPreference.objects.filter(user_id=user_id).values_list("email_digest", flat=True).first()
     )
+
+
+
+@dataclass(frozen=True)
+class DigestState:
+    """Whether this server sends e-mail digests (``FOLLOWS_DIGEST``) and whether the user asked for them."""
+
+    available: bool
+    enabled: bool
+
+
+def digest_state(*, user_id: int | None) -> DigestState:
+    return DigestState(available=bool(settings.FOLLOWS_DIGEST), enabled=digest_enabled(user_id=user_id))

@@ -268,8 +268,14 @@ def follow_mark_seen(*, owner: Any, follow_id: Any, now: datetime | None = None)
 
 
 def follow_digest_set(*, owner: Any, enabled: bool) -> bool:
-    """Turn the owner's e-mail digest on or off. Returns the new choice."""
+    """Turn the owner's e-mail digest on or off. Returns the new choice. Turning it on is refused while the
+    server sends no digests (``FOLLOWS_DIGEST`` off): the choice would do nothing."""
     user_id = _require_user(owner)
+    if enabled and not settings.FOLLOWS_DIGEST:
+        raise FollowInvalid(
+            "This server sends no e-mail digests (FOLLOWS_DIGEST is off); ask an administrator to turn them on.",
+            field="enabled",
+        )
     FollowPreference.objects.update_or_create(user_id=user_id, defaults={"email_digest": bool(enabled)})
     return bool(enabled)
 

@@ -204,6 +204,14 @@ def resolve_recent_searches(info: Any) -> list[str]:
     return preset_selectors.recent_searches_list(user_id=user.pk) if user is not None else []
 
 
+def resolve_follow_digest(info: Any) -> Any:
+    """Whether the server sends e-mail digests and whether the caller asked for them."""
+    from follows import selectors as follow_selectors
+
+    user = get_user(info.context)
+    return follow_selectors.digest_state(user_id=user.pk if user is not None else None)
+
+
 def resolve_follows(info: Any) -> list[Any]:
     """The signed-in caller's follows, newest first; empty for anonymous callers."""
     from follows import selectors as follow_selectors

@@ -11,12 +11,13 @@ import graphene
 
 from accounts.limits import RATES
 from graphql_api import resolvers
-from graphql_api.mutations.follows import FollowCreate, FollowDelete, FollowMarkSeen
+from graphql_api.mutations.follows import FollowCreate, FollowDelete, FollowDigestSet, FollowMarkSeen
 from graphql_api.mutations.presets import PresetCreate, PresetDelete, PresetRename, PresetRestore
 from graphql_api.mutations.recent_searches import RecentSearchAdd, RecentSearchesClear
 from graphql_api.types import (
     CorpusEnum,
     Follow,
+    FollowDigest,
     Item,
     ItemConnection,
     ItemSortField,
@@ -77,6 +78,9 @@ class Query(graphene.ObjectType):
         required=True,
         description="The searches you follow, newest first, with what is new for each. Empty for anonymous callers.",
     )
+    follow_digest = graphene.Field(
+        graphene.NonNull(FollowDigest), description="The e-mail digest of your follows: offered, and asked for."
+    )
 
     @staticmethod
     def resolve_search(root: Any, info: Any, input: Any) -> Any:
@@ -106,6 +110,10 @@ class Query(graphene.ObjectType):
     def resolve_follows(root: Any, info: Any) -> list[Any]:
         return resolvers.resolve_follows(info)
 
+    @staticmethod
+    def resolve_follow_digest(root: Any, info: Any) -> Any:
+        return resolvers.resolve_follow_digest(info)
+
 
 class Mutation(graphene.ObjectType):
     preset_create = PresetCreate.Field()
@@ -117,6 +125,7 @@ class Mutation(graphene.ObjectType):
     follow_create = FollowCreate.Field()
     follow_delete = FollowDelete.Field()
     follow_mark_seen = FollowMarkSeen.Field()
+    follow_digest_set = FollowDigestSet.Field()
 
 
 schema = graphene.Schema(query=Query, mutation=Mutation)

@@ -523,3 +523,10 @@ class Follow(graphene.ObjectType):
     @staticmethod
     def resolve_items(root: FollowView, info: Any) -> list[FeedEntry]:
         return [*root.unseen, *root.earlier]
+
+
+class FollowDigest(graphene.ObjectType):
+    """The e-mail digest of your follows: one e-mail after a run that found something new."""
+
+    available = graphene.Boolean(required=True, description="Whether this server sends digests (FOLLOWS_DIGEST).")
+    enabled = graphene.Boolean(required=True, description="Whether you asked for them (false for anonymous callers).")

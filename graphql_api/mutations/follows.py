@@ -11,7 +11,7 @@ from follows import selectors as follow_selectors
 from follows import services
 from graphql_api.context import get_user
 from graphql_api.mutations.base import BaseMutation
-from graphql_api.types import Follow
+from graphql_api.types import Follow, FollowDigest
 from presets import services as preset_services
 
 
@@ -74,3 +74,18 @@ class FollowMarkSeen(BaseMutation):
     def perform(cls, info: Any, **arguments: Any) -> dict[str, Any]:
         follow = services.follow_mark_seen(owner=get_user(info.context), follow_id=arguments["id"])
         return {"follow": _view(info, follow.pk)}
+
+
+class FollowDigestSet(BaseMutation):
+    """Turn the e-mail digest of your follows on or off (turning it on needs a server that sends them)."""
+
+    digest = graphene.Field(FollowDigest)
+
+    class Arguments:
+        enabled = graphene.Boolean(required=True)
+
+    @classmethod
+    def perform(cls, info: Any, **arguments: Any) -> dict[str, Any]:
+        user = get_user(info.context)
+        services.follow_digest_set(owner=user, enabled=arguments["enabled"])
+        return {"digest": follow_selectors.digest_state(user_id=user.pk if user is not None else None)}

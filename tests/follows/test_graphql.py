@@ -143,3 +143,33 @@ def test_search_accepts_changed_since(api: Any, reader: Any, pricing: dict[str, 
     hits = api(reader)(query, since=cutoff.isoformat())["search"]["hits"]
 
     assert [h["itemId"] for h in hits] == [str(fresh.pk)]
+
+
+DIGEST = "query { followDigest { available enabled } }"
+DIGEST_SET = """mutation($on: Boolean!) { followDigestSet(enabled: $on) {
+  errors { code message field } digest { available enabled } } }"""
+
+
+def test_the_digest_choice_through_graphql(api: Any, reader: Any, settings: Any) -> None:
+    from follows.models import FollowPreference
+
+    ada = api(reader)
+    # given a server that sends no digests: the choice is offered as unavailable, and turning it on is refused
+    settings.FOLLOWS_DIGEST = False
+    assert ada(DIGEST)["followDigest"] == {"available": False, "enabled": False}
+    refused = ada(DIGEST_SET, on=True)["followDigestSet"]
+    assert refused["digest"] is None and refused["errors"][0]["code"] == "FOLLOW_INVALID"
+    assert refused["errors"][0]["field"] == "enabled" and "FOLLOWS_DIGEST is off" in refused["errors"][0]["message"]
+    assert not FollowPreference.objects.filter(user=reader).exists()
+    # when the server sends them: on, read back, then off
+    settings.FOLLOWS_DIGEST = True
+    turned_on = ada(DIGEST_SET, on=True)["followDigestSet"]
+    assert turned_on == {"errors": [], "digest": {"available": True, "enabled": True}}
+    assert ada(DIGEST)["followDigest"] == {"available": True, "enabled": True}
+    assert FollowPreference.objects.get(user=reader).email_digest is True
+    assert ada(DIGEST_SET, on=False)["followDigestSet"]["digest"] == {"available": True, "enabled": False}
+    assert FollowPreference.objects.get(user=reader).email_digest is False
+    # anonymous callers read "not asked for" and cannot choose
+    anonymous = api(None)
+    assert anonymous(DIGEST)["followDigest"] == {"available": True, "enabled": False}
+    assert anonymous(DIGEST_SET, on=True)["followDigestSet"]["errors"][0]["code"] == "SIGN_IN_REQUIRED"

@@ -117,3 +117,20 @@ def test_another_users_follow_cannot_be_touched(reader: Any, other_reader: Any, 
     response = client.post(f"/follows/{follow.pk}/delete", follow=True)
     assert "You follow no search with id" in response.content.decode()
     assert Follow.objects.filter(pk=follow.pk).exists()
+
+
+def test_the_digest_form_turns_the_choice_on_only_where_digests_are_sent(reader: Any, settings: Any) -> None:
+    from follows.models import FollowPreference
+
+    client = session_client(reader)
+    # a server without digests: the page does not offer it, and a post says why nothing changed
+    settings.FOLLOWS_DIGEST = False
+    assert "E-mail digest" not in client.get("/follows").content.decode()
+    refused = client.post("/follows/digest", {"email_digest": "1"}, follow=True).content.decode()
+    assert "FOLLOWS_DIGEST is off" in refused and not FollowPreference.objects.filter(user=reader).exists()
+    # with digests: on, shown checked, then off
+    settings.FOLLOWS_DIGEST = True
+    page = client.post("/follows/digest", {"email_digest": "1"}, follow=True).content.decode()
+    assert "E-mail digest turned on." in page and FollowPreference.objects.get(user=reader).email_digest
+    client.post("/follows/digest", {})
+    assert FollowPreference.objects.get(user=reader).email_digest is False
