@@ -298,7 +298,7 @@ def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
             f"{_fmt(b.get('prewarm_s')) if b.get('prewarm_s') is not None else 'not available'} |"
         )
     for plot in plots or []:
-        lines += ["", f"![{plot}](bench/{plot})"]
+        lines += ["", f"![{plot}]({plot})"]  # written beside results.md
     if sizes and results.get("explain", {}).get(sizes[-1]):
         lines += [
             "",

@@ -258,6 +258,10 @@ def test_bench_command_runs_end_to_end(
         assert (report / name).stat().st_size > 0
     markdown = (report / "results.md").read_text()
     assert "| `hybrid` |" in markdown
+    # every plot the report shows is a file beside it
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", markdown)
+    assert sorted(images) == ["baselines.png", "latency-percentiles.png", "load.png"]
+    assert all((report / image).is_file() for image in images)
     # the machine is described as PostgreSQL prints its settings, with the speed of two fixed workloads
     machine = json.loads((report / "results.json").read_text())["machine"]
     assert re.fullmatch(r"\d+(kB|MB|GB)", machine["postgres_settings"]["shared_buffers"])
