@@ -201,7 +201,6 @@ def digest_enabled(*, user_id: int | None) -> bool:
     )
 
 
-
 @dataclass(frozen=True)
 class DigestState:
     """Whether this server sends e-mail digests (``FOLLOWS_DIGEST``) and whether the user asked for them."""
