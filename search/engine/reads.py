@@ -52,10 +52,14 @@ T = TypeVar("T")
 
 # Seconds a standby is behind its primary: 0 while it has replayed all it received; else the age of the
 # last transaction it replayed (so a paused replay with WAL waiting behind it counts as lagging from there).
+# "All it received" is <=, not =: a restarted standby reports its receive position from the start of the WAL
+# segment it resumed streaming in, behind what it had already replayed, until the primary writes again (on a
+# quiet primary that can be minutes, and the age of its last replayed transaction meanwhile only grows).
+# Not streaming yet (no receive position) falls through to that age.
 LAG_SQL = """
 SELECT CASE
     WHEN NOT pg_is_in_recovery() THEN 0.0
-    WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0.0
+    WHEN pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn() THEN 0.0
     ELSE COALESCE(extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8, 'Infinity')
 END
 """

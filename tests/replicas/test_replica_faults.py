@@ -49,7 +49,7 @@ def test_a_replica_stopped_under_load_costs_no_errors_and_is_used_again_once_bac
     # then: not one search failed or came back short; reads went to the primary while the replica was down,
     # and to the replica again within a few probes of it answering (0.2 s apart; 3 s allows a busy machine)
     assert outage.ok > 40 and not outage.errors, (outage.ok, outage.errors[:5])
-    down = [alias for at, alias in routed if outage.stopped_at + 0.5 < at < outage.started_at]
+    down = [alias for at, alias in routed if outage.stopped_at + 0.5 < at < outage.starting_at]
     assert down and set(down) == {"default"}, Counter(down)
     back = [at for at, alias in routed if at > outage.started_at and alias == "replica_1"]
     assert back and back[0] - outage.started_at < 3.0, (back[:1], outage.started_at)
@@ -127,3 +127,31 @@ def test_a_failing_query_on_the_replica_is_not_retried(replica: Replica) -> None
         reads.replica_read(None, read)
     assert attempts == ["replica_1"]
     assert reads.healthy_replicas() == ["replica_1"]
+
+
+def test_a_restarted_replica_of_a_quiet_primary_is_used_again_without_waiting_for_a_write(
+    replica: Replica, settings: Any
+) -> None:
+    # given: a replica caught up with a primary that then writes nothing for longer than the lag limit
+    settings.REPLICA_MAX_LAG_S = 1.0
+    _corpus()
+    replica.wait_caught_up()
+    time.sleep(1.5)
+    # when: the replica restarts (its receive position starts again at the start of a WAL segment, behind what
+    # it has replayed, and it has replayed no transaction since the restart)
+    replica.stop(mode="fast")
+    replica.start()
+    started = time.monotonic()
+    deadline = started + 20
+    states = []
+    while time.monotonic() < deadline:
+        state = reads.replicas_probe()["replica_1"]
+        states.append((state.healthy, state.lag_s))
+        if state.healthy:
+            break
+        time.sleep(0.2)
+    # then: once it streams it counts as caught up (lag 0) and takes reads again, within a few probes; it does
+    # not wait for the primary's next write (without one, PostgreSQL's own WAL comes every 15 s at best)
+    assert states[-1] == (True, 0.0), states[-5:]
+    assert time.monotonic() - started < 5.0, (time.monotonic() - started, len(states))
+    assert reads.replica_read(None, lambda: reads.read_alias()) == "replica_1"

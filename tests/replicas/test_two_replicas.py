@@ -64,7 +64,7 @@ def test_a_stopped_replica_sends_its_reads_to_the_other_not_to_the_primary(
     # then: no search failed or came back short; while replica_1 was down its reads went to replica_2 (the
     # primary got none), and replica_1 took reads again within a few probes of answering
     assert outage.ok > 30 and not outage.errors, (outage.ok, outage.errors[:5])
-    down = Counter(alias for at, alias in routed if outage.stopped_at + 0.5 < at < outage.started_at)
+    down = Counter(alias for at, alias in routed if outage.stopped_at + 0.5 < at < outage.starting_at)
     assert down and set(down) == {"replica_2"}, down
     back = Counter(alias for at, alias in routed if at > outage.started_at + 3.5)
     assert back["replica_1"] and back["replica_2"] and not back["default"], back

@@ -34,7 +34,8 @@ A small API over ``config.standby`` (which ``manage.py bench --replica`` uses to
     ``threads`` threads call ``search(number)`` (which returns ``(ok, what)``) without pause, each failure or
     exception counted; after 2 s the replica stops (fast shutdown: its sessions are cut mid-read), stays down
     3 s and starts again; 5 s later the load stops. ``Outage``: ``ok``, ``errors``, ``stopped_at`` (once it is
-    down) and ``started_at``, monotonic times to compare with where reads went.
+    down), ``starting_at`` (``start`` called: it may answer before ``start`` returns) and ``started_at``,
+    monotonic times to compare with where reads went; it was down from ``stopped_at`` to ``starting_at``.
 
 ``server_reads(url, table) -> int``
     Sequential plus index scans of ``table`` counted by the server at ``url`` (``pg_stat_user_tables``), after
@@ -189,8 +190,9 @@ def server_reads(url: str, table: str, *, settle_s: float = 0.3, timeout: float 
 class Outage:
     ok: int = 0
     errors: list[str] = field(default_factory=list)
-    stopped_at: float = 0.0
-    started_at: float = 0.0
+    stopped_at: float = 0.0  # ``stop`` returned: the server is down
+    starting_at: float = 0.0  # ``start`` was called: it may answer from here on
+    started_at: float = 0.0  # ``start`` returned: it answers
 
 
 def stop_under_load(replica: Replica, search: Callable[[int], tuple[bool, str]], *, threads: int) -> Outage:
@@ -223,6 +225,7 @@ def stop_under_load(replica: Replica, search: Callable[[int], tuple[bool, str]],
         replica.stop(mode="fast")
         outage.stopped_at = time.monotonic()  # once it is down: a loaded machine can take a while to stop it
         time.sleep(3.0)
+        outage.starting_at = time.monotonic()
         replica.start()
         outage.started_at = time.monotonic()
         time.sleep(5.0)
