@@ -6,6 +6,8 @@ Every write answers with a redirect to ``/follows`` and a one-line message there
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -44,8 +46,7 @@ def follows_page(request: HttpRequest) -> HttpResponse:
         "presets": presets,
         "max_follows": follow_services.MAX_FOLLOWS_PER_USER,
         "label_max_chars": LABEL_MAX_CHARS,
-        "digest_available": bool(settings.FOLLOWS_DIGEST),
-        "digest_enabled": follow_selectors.digest_enabled(user_id=request.user.pk),
+        "digest": follow_selectors.digest_state(user_id=request.user.pk),
         "user_email": request.user.email,
         "every_minutes": getattr(settings, "FOLLOWS_EVERY_MINUTES", 15),
     }
@@ -78,40 +79,40 @@ def follow_create(request: HttpRequest) -> HttpResponse:
     return _back(follow.pk)
 
 
-@require_POST
+def _follow_form(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A POST form of ``/follows`` acting on the signed-in user's own follows: anonymous callers are sent to sign
+    in, and a refusal from the service comes back to ``/follows`` as its message."""
+
+    @require_POST
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return _sign_in(FOLLOWS_URL)
+        try:
+            return view(request, *args, **kwargs)
+        except SearchError as exc:
+            messages.error(request, exc.message)
+            return _back()
+
+    return wrapper
+
+
+@_follow_form
 def follow_delete(request: HttpRequest, follow_id: int) -> HttpResponse:
-    if not request.user.is_authenticated:
-        return _sign_in(FOLLOWS_URL)
-    try:
-        follow = follow_services.follow_delete(owner=request.user, follow_id=follow_id)
-    except SearchError as exc:
-        messages.error(request, exc.message)
-        return _back()
+    follow = follow_services.follow_delete(owner=request.user, follow_id=follow_id)
     messages.success(request, f"You no longer follow “{follow.label}”.")
     return _back()
 
 
-@require_POST
+@_follow_form
 def follow_mark_seen(request: HttpRequest, follow_id: int) -> HttpResponse:
-    if not request.user.is_authenticated:
-        return _sign_in(FOLLOWS_URL)
-    try:
-        follow = follow_services.follow_mark_seen(owner=request.user, follow_id=follow_id)
-    except SearchError as exc:
-        messages.error(request, exc.message)
-        return _back()
+    follow = follow_services.follow_mark_seen(owner=request.user, follow_id=follow_id)
     return _back(follow.pk)
 
 
-@require_POST
+@_follow_form
 def follow_digest(request: HttpRequest) -> HttpResponse:
-    if not request.user.is_authenticated:
-        return _sign_in(FOLLOWS_URL)
     enabled = request.POST.get("email_digest") in ("1", "on", "true")
-    try:
-        follow_services.follow_digest_set(owner=request.user, enabled=enabled)
-    except SearchError as exc:
-        messages.error(request, exc.message)
-        return _back()
+    follow_services.follow_digest_set(owner=request.user, enabled=enabled)
     messages.success(request, "E-mail digest turned on." if enabled else "E-mail digest turned off.")
     return _back()
