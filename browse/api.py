@@ -25,7 +25,7 @@ from adapters.http import (
     status_for,
 )
 from adapters.limits import spend
-from browse.presenters import hit_json, preview_json
+from browse.presenters import hit_json, nearest_json, preview_json
 from browse.schemas import PreviewRequest, SearchRequest, parse_model
 from presets import selectors as preset_selectors
 from presets import services as preset_services
@@ -106,6 +106,9 @@ def search_api(request: HttpRequest) -> HttpResponse:
         "degraded": list(result.degraded),
         "next_cursor": result.next_cursor,
         "suggestion": result.suggestion,
+        "threshold": body.threshold,
+        # Not answers: only when nothing reached the threshold (types.NEAREST).
+        "nearest": [nearest_json(h) for h in result.nearest],
     })
 
 

@@ -82,6 +82,11 @@ class Card:
     lanes: tuple[tuple[str, str, int], ...] = ()  # (lane, label, rank)
     toc_path: str = ""
     missing_words: tuple[str, ...] = ()  # query words the hit lacks ("Missing: …" under the card)
+    confidence: float | None = None  # search mode: the engine's calibrated confidence (0-1)
+
+    @property
+    def confidence_percent(self) -> int | None:
+        return None if self.confidence is None else round(100 * self.confidence)
 
 
 def _extras_fields(extras: CardExtras | None) -> dict[str, Any]:
@@ -115,6 +120,7 @@ def cards_from_hits(hits: Sequence[Hit]) -> list[Card]:
             lanes=tuple((lane, LANE_LABELS.get(lane, lane), hit.lane_ranks.get(lane, 0)) for lane in hit.lanes),
             toc_path=hit.toc_path,
             missing_words=hit.missing_words,
+            confidence=hit.confidence,
             **_extras_fields(extras.get(hit.item_id)),
         )
         for hit, passage in zip(hits, passages, strict=True)
@@ -166,6 +172,11 @@ def closed_cards(items: Sequence[ClosedItem]) -> list[ClosedCard]:
     return [ClosedCard(i.title, content_type_label(i.content_type), label(i.primary_domain), i.url) for i in items]
 
 
+def nearest_json(hit: Hit) -> dict[str, Any]:
+    """One of ``nearest`` (nothing reached the threshold): enough to show it, labelled as not matching."""
+    return {"id": hit.item_id, "title": hit.title, "url": hit.url, "confidence": hit.confidence}
+
+
 def hit_json(hit: Hit) -> dict[str, Any]:
     """One result of ``POST /api/search``: the engine's hit plus server-rendered highlight HTML."""
     return {
@@ -190,6 +201,7 @@ def hit_json(hit: Hit) -> dict[str, Any]:
         "superseded": hit.superseded,
         "updated_at": hit.updated_at.isoformat(),
         "score": hit.score,
+        "confidence": hit.confidence,
         "similarity": hit.similarity,
         "lanes": list(hit.lanes),
         "lane_ranks": dict(hit.lane_ranks),

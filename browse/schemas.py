@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from search.errors import InvalidQuery
 from search.text.query_parser import validate_query_text
-from search.types import MAX_LIMIT, MAX_QUERY_CHARS, PREVIEW_MAX_LIMIT, SITE_THRESHOLD
+from search.types import MAX_LIMIT, MAX_QUERY_CHARS, PREVIEW_MAX_LIMIT, SITE_THRESHOLD, THRESHOLD
 
 PREVIEW_DEFAULT_LIMIT = 8
 SEARCH_DEFAULT_LIMIT = 20
@@ -20,7 +20,7 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(description=f"1–{MAX_QUERY_CHARS} characters after trimming")
-    threshold: float = Field(default=SITE_THRESHOLD, ge=0.0, le=1.0, description="vector similarity floor")
+    threshold: float = Field(default=SITE_THRESHOLD, ge=0.0, le=1.0, description=THRESHOLD)
     limit: int = Field(default=SEARCH_DEFAULT_LIMIT, description=f"clamped to 1–{MAX_LIMIT}")
     cursor: str | None = Field(default=None, max_length=500, description="next_cursor of the previous page")
     filters: dict[str, Any] = Field(default_factory=dict, description="filter parameters (search/filter_params.py)")

@@ -35,7 +35,7 @@ from search.selectors.catalogue import filter_options, popular_topics
 from search.selectors.closed import closed_placeholders
 from search.services.item_reads import item_mark_read
 from search.text.query_parser import validate_query_text
-from search.types import DEFAULT_LIMIT, RetrievalQuery, SearchFilters
+from search.types import DEFAULT_LIMIT, SITE_THRESHOLD, RetrievalQuery, SearchFilters
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +69,9 @@ class Listing:
     status: int = 200
     path: str = "/browse"
     follow_id: int | None = None  # the signed-in user's follow of exactly this search, if any
+    # ``nearest=1``: the visitor asked for the nearest items although none is a close match (threshold 0).
+    show_nearest: bool = False
+    nearest: list[presenters.Card] = field(default_factory=list)  # when nothing is a close match
 
     @property
     def mode(self) -> str:
@@ -76,7 +79,7 @@ class Listing:
 
     def url(self, path: str = "", **changes: Any) -> str:
         """This state's URL with ``changes`` (``None`` removes a parameter); filters in canonical form."""
-        params: dict[str, Any] = {"q": self.q, "from_bid": self.from_bid}
+        params: dict[str, Any] = {"q": self.q, "from_bid": self.from_bid, "nearest": "1" if self.show_nearest else None}
         if not self.q and self.sort != "newest":
             params["sort"] = self.sort
         params.update(params_from_filters(self.filters))
@@ -110,6 +113,20 @@ class Listing:
         return self.url(q=self.suggestion, cursor=None) if self.suggestion else ""
 
     @property
+    def nearest_url(self) -> str:
+        """The same search showing every candidate, the ones below the confidence floor included."""
+        return self.url(nearest="1", cursor=None)
+
+    @property
+    def close_matches_url(self) -> str:
+        return self.url(nearest=None, cursor=None)
+
+    @property
+    def no_close_match(self) -> bool:
+        """A search ran and nothing reached the site's confidence floor (``SITE_THRESHOLD``)."""
+        return bool(self.q) and not self.show_nearest and self.total == 0 and not self.closed
+
+    @property
     def next_url(self) -> str:
         return self.url(cursor=self.next_cursor) if self.next_cursor else ""
 
@@ -133,6 +150,7 @@ def _listing_state(request: HttpRequest) -> Listing:
     listing = Listing(
         q="", sort=sort, cursor=request.GET.get("cursor") or None,
         from_bid=request.GET.get("from_bid", "").strip()[:120], filters=SearchFilters(),
+        show_nearest=request.GET.get("nearest") == "1",
     )
     try:
         listing.q = validate_query_text(raw_q, field="q")
@@ -160,8 +178,10 @@ def _fill(listing: Listing, request: HttpRequest, principal: Principal, *, close
             result = retrieve(query=RetrievalQuery(
                 text=listing.q, principal=principal, filters=listing.filters, limit=PAGE_SIZE,
                 cursor=listing.cursor, surface="browse",
+                threshold=0.0 if listing.show_nearest else SITE_THRESHOLD,
             ))
             listing.cards = presenters.cards_from_hits(result.hits)
+            listing.nearest = presenters.cards_from_hits(result.nearest)
             listing.total, listing.next_cursor = result.total, result.next_cursor
             listing.partial_match, listing.degraded = result.partial_match, result.degraded
             listing.suggestion = result.suggestion

@@ -23,7 +23,16 @@ from search.models import ContentItem
 from search.models import Revision as RevisionModel
 from search.selectors.items import ItemPage
 from search.text.highlight import highlight_html
-from search.types import MISSING_WORDS, PARTIAL_MATCH, Hit, RetrievalResult
+from search.types import (
+    CONFIDENCE,
+    MISSING_WORDS,
+    NEAREST,
+    PARTIAL_MATCH,
+    SITE_THRESHOLD,
+    THRESHOLD,
+    Hit,
+    RetrievalResult,
+)
 
 # --- enums ---------------------------------------------------------------------------------------------
 
@@ -111,7 +120,7 @@ class SearchInput(graphene.InputObjectType):
     query = graphene.String(required=True, description="What to look for (at most 2000 characters).")
     limit = graphene.Int(default_value=20, description="Hits per page, 1–100.")
     cursor = graphene.String(description="`nextCursor` of the previous page of the same search.")
-    threshold = graphene.Float(description="Minimum vector similarity, 0–1 (default 0.35).")
+    threshold = graphene.Float(description=f"{THRESHOLD} Default {SITE_THRESHOLD}.")
     filter = graphene.Field(SearchFilterInput)
     granularity = SearchGranularity(default_value="item")
     mode = SearchMode(default_value="hybrid")
@@ -258,7 +267,8 @@ class SearchHit(graphene.ObjectType):
     lanes = graphene.List(graphene.NonNull(graphene.String), required=True)
     lane_ranks = graphene.List(graphene.NonNull(LaneRank), required=True)
     missing_words = graphene.List(graphene.NonNull(graphene.String), required=True, description=MISSING_WORDS)
-    score = graphene.Float(required=True)
+    score = graphene.Float(required=True, description="Ranking score within this search (orders the hits).")
+    confidence = graphene.Float(required=True, description=CONFIDENCE)
     similarity = graphene.Float(description="Cosine similarity from the vector lane, when it found the hit.")
     closed = graphene.Boolean(
         required=True, description="A 'closed material' placeholder: the caller may see the title only."
@@ -311,6 +321,10 @@ class SearchHit(graphene.ObjectType):
         return root.hit.score
 
     @staticmethod
+    def resolve_confidence(root: HitNode, info: Any) -> float:
+        return root.hit.confidence
+
+    @staticmethod
     def resolve_similarity(root: HitNode, info: Any) -> float | None:
         return root.hit.similarity
 
@@ -338,8 +352,17 @@ class ResultNode:
     closed: tuple[Hit, ...] = ()  # closed-material placeholders (includeClosed), after the hits
 
 
+class NearestItem(graphene.ObjectType):
+    """A near miss, listed only when no hit reached the threshold: NOT a match."""
+
+    item_id = graphene.ID(required=True)
+    title = graphene.String(required=True)
+    url = graphene.String(required=True)
+    confidence = graphene.Float(required=True, description=CONFIDENCE)
+
+
 class SearchResult(graphene.ObjectType):
-    total_count = graphene.Int(required=True)
+    total_count = graphene.Int(required=True, description="Hits that reached the threshold (all pages).")
     partial_match = graphene.Boolean(required=True, description=PARTIAL_MATCH)
     degraded = graphene.List(
         graphene.NonNull(graphene.String),
@@ -350,6 +373,7 @@ class SearchResult(graphene.ObjectType):
     facets = graphene.List(graphene.NonNull(Facet), required=True)
     suggestion = graphene.String()
     hits = graphene.List(graphene.NonNull(SearchHit), required=True)
+    nearest = graphene.List(graphene.NonNull(NearestItem), required=True, description=NEAREST)
 
     @staticmethod
     def resolve_total_count(root: ResultNode, info: Any) -> int:
@@ -370,6 +394,13 @@ class SearchResult(graphene.ObjectType):
     @staticmethod
     def resolve_suggestion(root: ResultNode, info: Any) -> str | None:
         return root.result.suggestion
+
+    @staticmethod
+    def resolve_nearest(root: ResultNode, info: Any) -> list[NearestItem]:
+        return [
+            NearestItem(item_id=str(h.item_id), title=h.title, url=h.url, confidence=h.confidence)
+            for h in root.result.nearest
+        ]
 
     @staticmethod
     def resolve_facets(root: ResultNode, info: Any) -> list[Facet]:

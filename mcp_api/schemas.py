@@ -19,7 +19,16 @@ from search.filters import (
 )
 from search.models import ContentType
 from search.selectors.revisions import MAX_NEIGHBOURS
-from search.types import MAX_QUERY_CHARS, MCP_MAX_LIMIT, MISSING_WORDS, PARTIAL_MATCH
+from search.types import (
+    CONFIDENCE,
+    MAX_QUERY_CHARS,
+    MCP_MAX_LIMIT,
+    MCP_THRESHOLD,
+    MISSING_WORDS,
+    NEAREST,
+    PARTIAL_MATCH,
+    THRESHOLD,
+)
 
 MATCH_ID_PATTERN = r"^[ci][1-9][0-9]{0,17}$"
 CONTENT_TYPES = ", ".join(ContentType.values)
@@ -111,6 +120,13 @@ class FindArgs(ToolArgs):
         max_length=MAX_CURSOR_CHARS,
         description="next_cursor from a previous find call with the same arguments, to get the next page.",
     )
+    threshold: float = Field(
+        MCP_THRESHOLD,
+        ge=0.0,
+        le=1.0,
+        description=f"{THRESHOLD} Default {MCP_THRESHOLD}. When nothing reaches it, find says so and lists the "
+        "nearest items separately (not as results).",
+    )
 
     @model_validator(mode="after")
     def _query_or_similar(self) -> FindArgs:
@@ -196,9 +212,21 @@ class FindHit(BaseModel):
         default_factory=dict, description="Its rank in each lane that found it (1 = that lane's best match)."
     )
     missing_words: list[str] = Field(default_factory=list, description=MISSING_WORDS)
-    score: float
+    score: float = Field(description="Ranking score of this search (orders the results; not comparable across "
+                         "searches). Use confidence to judge a result.")
+    confidence: float = Field(description=CONFIDENCE)
     updated_at: str
     review_status: str
+
+
+class NearestItem(BaseModel):
+    """A near miss: shown only when no result reached the threshold. NOT a match."""
+
+    item_id: int
+    title: str
+    url: str
+    confidence: float = Field(description=CONFIDENCE)
+    matches: Literal[False] = Field(False, description="Always false: this item does not match the query.")
 
 
 class FindResult(BaseModel):
@@ -216,6 +244,8 @@ class FindResult(BaseModel):
     suggestion: str | None = Field(
         default=None, description='"Did you mean": the query with unknown words corrected from the corpus, or null.'
     )
+    threshold: float = Field(MCP_THRESHOLD, description=THRESHOLD)
+    nearest: list[NearestItem] = Field(default_factory=list, description=NEAREST)
 
 
 class TocItem(BaseModel):

@@ -30,6 +30,7 @@ from mcp_api.schemas import (
     ListPresetsArgs,
     ListPresetsResult,
     MatchOffset,
+    NearestItem,
     PresetSummary,
     QualityArgs,
     QualityResult,
@@ -48,7 +49,7 @@ from search.principal import Principal
 from search.selectors.items import item_get
 from search.selectors.revisions import ReadView, item_quality, item_read, passage_read
 from search.text.query_parser import validate_query_text
-from search.types import Corpus, Hit, RetrievalQuery, RetrievalResult, SearchFilters, lanes_text
+from search.types import MCP_THRESHOLD, Corpus, Hit, RetrievalQuery, RetrievalResult, SearchFilters, lanes_text
 
 TOC_MARKDOWN_ENTRIES = 40
 
@@ -143,6 +144,7 @@ def find_query(args: FindArgs, principal: Principal) -> RetrievalQuery:
         limit=args.limit,
         cursor=args.cursor,
         similar_to=args.similar_to,
+        threshold=args.threshold,
         surface="mcp",
         tool="find",
     )
@@ -162,6 +164,7 @@ def find_hit(hit: Hit, granularity: str) -> FindHit:
         lane_ranks=dict(hit.lane_ranks),
         missing_words=list(hit.missing_words),
         score=hit.score,
+        confidence=hit.confidence,
         updated_at=hit.updated_at.isoformat(),
         review_status=hit.review_status,
     )
@@ -180,6 +183,11 @@ def find_result(query: RetrievalQuery, result: RetrievalResult) -> FindResult:
         degraded=list(result.degraded),
         next_cursor=result.next_cursor,
         suggestion=result.suggestion,
+        threshold=query.threshold,
+        nearest=[
+            NearestItem(item_id=h.item_id, title=render.clean_text(h.title), url=h.url, confidence=h.confidence)
+            for h in result.nearest
+        ],
     )
 
 
@@ -196,6 +204,7 @@ def _filter_summary(args: FindArgs) -> str:
         "include_superseded": args.include_superseded or None,
         "changed_since": args.changed_since,
         "preset": args.preset,
+        "threshold": args.threshold if args.threshold != MCP_THRESHOLD else None,
     }
     return "; ".join(f"{k}={render.one_line(str(v))}" for k, v in given.items() if v is not None)
 
@@ -218,7 +227,20 @@ def find_markdown(args: FindArgs, found: FindResult) -> str:
     elif found.degraded:
         head.append(f"Degraded: {', '.join(found.degraded)}.")
     if not found.results:
-        head.append("No results. Try other words, fewer filters, or granularity='chunk'.")
+        if args.cursor:
+            head.append("No more results on this page.")
+            return "\n\n".join(head)
+        head.append(
+            f"No item in the knowledge base matches this query (no result reached confidence {found.threshold:g}). "
+            "Do not answer from the knowledge base as if it held the answer."
+        )
+        if found.nearest:
+            head.append("The nearest items, which do NOT match the query:\n" + "\n".join(
+                f"- {render.one_line(n.title)} (item_id: {n.item_id}, confidence {n.confidence:.2f}, not a match)"
+                for n in found.nearest
+            ))
+        head.append("Try other words, another language, fewer filters, or granularity='chunk'; a lower threshold "
+                    "shows weaker matches.")
         return "\n\n".join(head)
     head.append(render.UNTRUSTED_NOTE)
     blocks = []
@@ -229,7 +251,7 @@ def find_markdown(args: FindArgs, found: FindResult) -> str:
         meta += [
             f"updated: {hit.updated_at[:10]}",
             f"review: {hit.review_status}",
-            f"score: {hit.score:.3f}",
+            f"confidence: {hit.confidence:.2f}",
             f"lanes: {lanes_text(hit.lanes, hit.lane_ranks)}",
         ]
         if hit.missing_words:

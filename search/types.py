@@ -23,7 +23,10 @@ MAX_LIMIT = 100
 MCP_MAX_LIMIT = 30
 PREVIEW_MAX_LIMIT = 20
 DEFAULT_LIMIT = 20
+# Confidence floors (``Hit.confidence``, a calibrated probability of relevance): below them a hit is not an
+# answer. The site, JSON and GraphQL share SITE_THRESHOLD; agents (MCP) and the CLI see a little further.
 SITE_THRESHOLD = 0.35
+MCP_THRESHOLD = 0.3
 CLI_THRESHOLD = 0.25
 
 
@@ -37,6 +40,8 @@ class RetrievalQuery:
     mode: Mode = "hybrid"
     limit: int = DEFAULT_LIMIT
     cursor: str | None = None
+    # The confidence floor (``Hit.confidence``): hits below it are not answers. Not applied to ``similar_to``
+    # (neighbours of an item, not answers to a question). 0: the full ranking.
     threshold: float = SITE_THRESHOLD
     similar_to: int | None = None
     with_facets: bool = False
@@ -94,6 +99,8 @@ class Hit:
     # The query words this hit does not hold (title, body, keywords; an item over all its passages), as
     # typed; empty for a complete match and for a search without words.
     missing_words: tuple[str, ...] = ()
+    # The calibrated probability that this hit is relevant to the query (search.engine.confidence), in [0, 1].
+    confidence: float = 1.0
 
     @property
     def lanes_text(self) -> str:
@@ -107,6 +114,19 @@ PARTIAL_MATCH = (
     "missing_words lists the words it lacks. False when some result holds them all, or nothing matched."
 )
 MISSING_WORDS = "The query words this hit does not hold (as typed); empty for a complete match."
+# What ``confidence`` and ``threshold`` mean, said the same way by every surface.
+CONFIDENCE = (
+    "Calibrated probability (0-1) that this hit is relevant to the query, fitted on judged questions per "
+    "embedding model and language; the same number means the same in English, French and Arabic."
+)
+THRESHOLD = (
+    "Confidence floor (0-1): hits below it are not answers and are left out, together with their counts and "
+    "facets. 0 returns every candidate."
+)
+NEAREST = (
+    "Only when nothing reaches the threshold: the closest items, which do NOT match the query well enough "
+    "to be answers (each with its confidence)."
+)
 
 
 @dataclass(frozen=True)
@@ -119,6 +139,8 @@ class RetrievalResult:
     facets: dict[str, dict[str, int]] = field(default_factory=dict)
     timings_ms: dict[str, float] = field(default_factory=dict)
     suggestion: str | None = None
+    # When no hit reaches the threshold: the few nearest candidates, which are not answers (``NEAREST``).
+    nearest: tuple[Hit, ...] = ()
 
     @property
     def count(self) -> int:

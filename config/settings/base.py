@@ -268,7 +268,9 @@ SEARCH: dict[str, Any] = {
     "PREVIEW_BUDGET_MS": env.env_int("SEARCH_PREVIEW_BUDGET_MS", 20, minimum=5, maximum=10_000),
     # ... from this many chunks on; below it the preview's index scans are never the slow kind.
     "PREVIEW_BUDGET_MIN_CHUNKS": env.env_int("SEARCH_PREVIEW_BUDGET_MIN_CHUNKS", 20_000, minimum=0),
-    "DEFAULT_THRESHOLD": 0.35,
+    # The English lane (search.engine.english): a second embedder re-scores English searches' candidates
+    # ("local": all-MiniLM-L6-v2, offline), at the weight lane_weights.json holds for it; "off" turns it off.
+    "ENGLISH_LANE": env.env_choice("SEARCH_ENGLISH_LANE", "local", ("local", "off")),
     "HNSW_EF_SEARCH": env.env_int("SEARCH_HNSW_EF_SEARCH", 100, minimum=10, maximum=1000),
     "HNSW_MAX_SCAN_TUPLES": env.env_int("SEARCH_HNSW_MAX_SCAN_TUPLES", 20000, minimum=100),
     "QUERY_EMBED_MAX_CHARS": 24000,

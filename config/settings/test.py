@@ -27,3 +27,12 @@ if DATABASES["default"]["ENGINE"] == "config.embedded_db":
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DEBUG = False
 SEARCH_AUTO_BUILD = False
+# Every test searches with the toy confidence calibration, fitted on the demo with the hash embedder
+# (tests/support/toy_calibration.py; refit it with KB_REFIT_TOY_CALIBRATION=1 and
+# tests/search/engine/test_toy_calibration.py).
+# The English lane (a second embedder) is off: tests that are about it turn it on with a hash embedder.
+SEARCH = {  # noqa: F405
+    **SEARCH,  # noqa: F405
+    "CONFIDENCE_TABLE": str(BASE_DIR / "tests" / "fixtures" / "confidence_toy.json"),  # noqa: F405
+    "ENGLISH_LANE": "off",
+}

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -50,24 +51,76 @@ def table(path: Path | None = None) -> dict[str, Any]:
         return _cache[key]  # type: ignore[no-any-return]
 
 
-def language_weight(model: str, code: str, *, path: Path | None = None) -> float:
-    """The vector lane's weight for ``model`` on text in ``code`` (the configured weight when unmeasured)."""
+def language_weight(model: str, code: str, *, path: Path | None = None, default: float | None = None) -> float:
+    """The vector lane's weight for ``model`` on text in ``code`` (``default``, else the configured weight, when
+    unmeasured)."""
     if (model, code) in _overrides:
         return _overrides[(model, code)]
     entry = table(path).get("models", {}).get(model, {}).get(code)
     if entry is None:
-        return float(settings.SEARCH["VECTOR_WEIGHT"])
+        return float(settings.SEARCH["VECTOR_WEIGHT"]) if default is None else default
     return float(entry["vector_weight"])
 
 
-def vector_weight(model: str, query_text: str, *, path: Path | None = None) -> float:
-    """The vector lane's RRF weight for this query: the table's weights under the detector's posterior."""
+def vector_weight(
+    model: str,
+    query_text: str,
+    *,
+    corpus_languages: Sequence[tuple[str, float]] = (),
+    path: Path | None = None,
+    default: float | None = None,
+) -> float:
+    """The vector lane's fusion weight for this query: the table's weights under the detector's posterior.
+
+    ``corpus_languages``, the languages of the text searched with their shares (a language filter's, else the
+    knowledge base's: ``corpus_language_shares``), count too: a question in one language about text in another
+    is only as well served as the weaker of the two lets the embedder (English MiniLM on Arabic text: not at
+    all), so each (query language, text language) pair weighs ``min`` of their weights. Without them, the
+    query's languages alone decide. ``default``: the weight of a language the table does not know (else the
+    configured ``SEARCH_VECTOR_WEIGHT``)."""
+    fallback = float(settings.SEARCH["VECTOR_WEIGHT"]) if default is None else default
     ranked = language.language_probabilities(query_text)
     if not ranked:
-        return float(settings.SEARCH["VECTOR_WEIGHT"])
+        return fallback
     total = sum(p for _, p in ranked) or 1.0
-    weight = sum(p * language_weight(model, code, path=path) for code, p in ranked) / total
+    shares = [(code, share) for code, share in corpus_languages if share > 0]
+    share_total = sum(share for _, share in shares)
+    weight = 0.0
+    for code, p in ranked:
+        mine = language_weight(model, code, path=path, default=default)
+        if share_total > 0:
+            mine = sum(
+                share * min(mine, language_weight(model, c, path=path, default=default)) for c, share in shares
+            ) / share_total
+        weight += p * mine
+    weight /= total
     return 0.0 if weight < NEGLIGIBLE else weight
+
+
+# How long a process keeps the knowledge base's language shares (they move with imports, slowly).
+SHARES_MAX_AGE_S = 300.0
+_shares: dict[tuple[str, str], tuple[tuple[tuple[str, float], ...], float]] = {}
+
+
+def corpus_language_shares(language_filter: str | None = None) -> tuple[tuple[str, float], ...]:
+    """What the searched text is written in: the language filter's language, else the share of each language
+    among the knowledge base's items (read at most every ``SHARES_MAX_AGE_S`` per process and database)."""
+    if language_filter:
+        return ((language_filter, 1.0),)
+    from search.engine.reads import read_connection
+
+    reader = read_connection()
+    key = (reader.alias, str(reader.settings_dict.get("NAME")))
+    known = _shares.get(key)
+    if known is not None and time.monotonic() - known[1] <= SHARES_MAX_AGE_S:
+        return known[0]
+    with reader.cursor() as cursor:
+        cursor.execute("SELECT language, count(*) FROM search_contentitem GROUP BY language")
+        counts = [(str(code or ""), int(n)) for code, n in cursor.fetchall()]
+    total = sum(n for _, n in counts) or 1
+    shares = tuple((code, n / total) for code, n in sorted(counts, key=lambda c: -c[1]) if code)
+    _shares[key] = (shares, time.monotonic())
+    return shares
 
 
 @contextmanager

@@ -62,6 +62,8 @@ class LexicalOutcome:
     hits: list[LexicalHit]
     suggestion: str | None = None
     expansions: tuple[expansion.Expansion, ...] = ()
+    # Each query term's idf (the terms of ``parsed``, in order): how much holding it says (confidence).
+    idfs: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -514,7 +516,9 @@ def lexical_search(
     )
     if len(hits) < limit and pool.cut:  # narrow filters: the pruned pool ran dry, score every match
         hits = scoring.hits(matching)
-    return LexicalOutcome(hits, expansion.suggestion_text(parsed, terms.corrections), terms.expansions)
+    return LexicalOutcome(
+        hits, expansion.suggestion_text(parsed, terms.corrections), terms.expansions, tuple(idfs)
+    )
 
 
 def term_masks(

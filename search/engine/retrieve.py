@@ -23,8 +23,22 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.utils import timezone
 
-from search.engine import fusion, lane_weights, lanes, lexical, page_rows, passages, reads, rerank, vector
+from search.engine import (
+    confidence,
+    english,
+    fusion,
+    lane_weights,
+    lanes,
+    lexical,
+    page_rows,
+    passages,
+    reads,
+    rerank,
+    vector,
+)
+from search.engine.background import QueryBackground
 from search.engine.cursors import cursor_decode, cursor_encode
+from search.engine.embeddings import EmbeddingProvider
 from search.engine.scope import ItemScope
 from search.engine.sql import Fragment
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
@@ -48,6 +62,7 @@ class _Candidate:
     score: float = 0.0
     complete: bool | None = None
     similarity: float | None = None
+    confidence: float = 1.0
 
 
 def _fingerprint(query: RetrievalQuery, corpus: str) -> str:
@@ -71,11 +86,13 @@ def _vector_lane(
     items_qs: Any,
     items_sql: Fragment,
     depth: int,
-) -> tuple[list[vector.VectorHit], list[str], float]:
-    """The vector lane's hits, what degraded it, and its milliseconds."""
+) -> tuple[list[vector.VectorHit], QueryBackground | None, list[str], float]:
+    """The vector lane's hits, the query's cosine background over the corpus, what degraded the lane, and its
+    milliseconds."""
     t = time.perf_counter()
     degraded: list[str] = []
     vec_hits: list[vector.VectorHit] = []
+    background: QueryBackground | None = None
     try:
         if query.similar_to is not None:
             qvec = vector.item_vector(query.similar_to, corpus)
@@ -86,17 +103,17 @@ def _vector_lane(
         else:
             qvec = vector.query_embedding(parsed.text)
         if qvec is not None:
-            vec_hits = vector.vector_search(
+            found = vector.vector_lane(
                 vector=qvec, corpus=corpus, items_sql=items_sql, limit=depth, exclude_item=query.similar_to
             )
-            vec_hits = [h for h in vec_hits if h.similarity >= query.threshold]
+            vec_hits, background = found.hits, found.background
     except EmbeddingUnavailable as exc:
         logger.warning("vector lane unavailable: %s", exc)
         degraded.append("embedding_unavailable")
     except EmbeddingModelMismatch as exc:
         logger.error("vector lane refused: %s", exc)
         degraded.append("embedding_model_mismatch")
-    return vec_hits, degraded, (time.perf_counter() - t) * 1000
+    return vec_hits, background, degraded, (time.perf_counter() - t) * 1000
 
 
 def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
@@ -133,15 +150,30 @@ def _search(
     timings: dict[str, float] = {}
     plan = _plan_lanes(query, parsed, offset)
     lanes_run = _run_lanes(query, parsed, corpus, items_qs, items_sql, plan, offset=offset, timings=timings)
+    english_lane = (
+        _EnglishLane(plan.english, lanes_run.english_vector, plan.english_weight)
+        if plan.english is not None and lanes_run.english_vector is not None else None
+    )
     ordered = _fuse(
         query, parsed, lanes_run.lexical.hits, lanes_run.vector, reach=offset + query.limit, reads=lanes_run.reads,
-        vector_weight=plan.vector_weight,
+        vector_weight=plan.vector_weight, english_lane=english_lane,
     )
+    coverage = _Coverage.of(parsed, lanes_run.lexical.hits, by_item=query.granularity == "item")
+    _confide(query, parsed, ordered, lanes_run, coverage)
+    # Below the threshold a hit is not an answer: counts, facets, partial_match and pages are over the rest.
+    # "More like this" (similar_to) asks for neighbours, not answers to a question: nothing is floored there.
+    floor = 0.0 if query.similar_to is not None else query.threshold
+    kept = [c for c in ordered if c.confidence >= floor]
+    nearest = ordered[:NEAREST] if not kept and offset == 0 else []
     result = _page(
-        query, parsed, corpus, ordered, lanes_run, offset=offset, fingerprint=fingerprint, timings=timings,
-        started=started,
+        query, parsed, corpus, kept, lanes_run, coverage, offset=offset, fingerprint=fingerprint, timings=timings,
+        started=started, nearest=nearest,
     )
     return result, corpus
+
+
+# When nothing clears the threshold, the result names this many nearest candidates (clearly not answers).
+NEAREST = 3
 
 
 @dataclass(frozen=True)
@@ -154,6 +186,9 @@ class _LanePlan:
     depth: int  # the lexical lane's, and the vector lane's when it runs alone
     vector_depth: int
     parallel: bool  # the vector lane runs in a lane thread while this one runs the lexical lane
+    # The English lane (search.engine.english): its embedder and fusion weight; None / 0 when it does not run.
+    english: EmbeddingProvider | None = None
+    english_weight: float = 0.0
 
 
 def _plan_lanes(query: RetrievalQuery, parsed: query_parser.ParsedQuery, offset: int) -> _LanePlan:
@@ -163,9 +198,20 @@ def _plan_lanes(query: RetrievalQuery, parsed: query_parser.ParsedQuery, offset:
     # In a hybrid search the vector lane counts as much as its embedder was measured to be worth in the
     # query's language (search.engine.lane_weights); where that is nothing, it is not run at all.
     vector_weight = float(settings.SEARCH["VECTOR_WEIGHT"])
+    english_provider, english_weight = None, 0.0
     if wants_lexical and wants_vector and query.similar_to is None:
-        vector_weight = lane_weights.vector_weight(vector.lane_model(), parsed.text)
+        model = vector.lane_model()
+        shares = lane_weights.corpus_language_shares(query.filters.language)
+        vector_weight = lane_weights.vector_weight(model, parsed.text, corpus_languages=shares)
         wants_vector = vector_weight > 0
+        # The English lane re-scores the candidates with a second embedder, where it was measured to help.
+        english_provider = english.english_provider()
+        if english_provider is not None and english_provider.name != model:
+            english_weight = lane_weights.vector_weight(
+                english.lane_key(english_provider), parsed.text, corpus_languages=shares, default=0.0
+            )
+        if english_weight <= 0:
+            english_provider = None
     # Beside a lexical lane the vector lane may hand fusion fewer hits (SEARCH_VECTOR_DEPTH: HNSW cost grows
     # with the depth; 100 measured -9 ms at 100k items but -0.0026 nDCG@10, so the default matches
     # LANE_DEPTH); alone (vector mode, similar_to) it always goes to LANE_DEPTH.
@@ -178,7 +224,9 @@ def _plan_lanes(query: RetrievalQuery, parsed: query_parser.ParsedQuery, offset:
         wants_lexical and wants_vector and settings.SEARCH["LANE_THREADS"]
         and not reads.read_connection().in_atomic_block
     )
-    return _LanePlan(wants_lexical, wants_vector, vector_weight, depth, vector_depth, parallel)
+    return _LanePlan(
+        wants_lexical, wants_vector, vector_weight, depth, vector_depth, parallel, english_provider, english_weight
+    )
 
 
 @dataclass(frozen=True)
@@ -190,6 +238,10 @@ class _LanesRun:
     vector: list[vector.VectorHit]
     degraded: tuple[str, ...]
     reads: _PageReads
+    ran_lexical: bool = False
+    ran_vector: bool = False
+    background: QueryBackground | None = None
+    english_vector: list[float] | None = None  # the query's vector of the English lane's model
 
 
 def _run_lanes(
@@ -207,14 +259,17 @@ def _run_lanes(
     Adds each lane's milliseconds to ``timings``."""
     vector_lane = partial(_vector_lane, query, parsed, corpus, items_qs, items_sql, plan.vector_depth)
     pending = lanes.lane_pool().submit(vector_lane) if plan.parallel else None
+    english_vector = (
+        partial(english.english_query_vector, parsed.text, provider=plan.english) if plan.english else None
+    )
+    english_pending = lanes.lane_pool().submit(english_vector) if english_vector and plan.parallel else None
     outcome = lexical.LexicalOutcome([])
     if plan.lexical:
         t = time.perf_counter()
         try:
             outcome = lexical.lexical_search(parsed=parsed, corpus=corpus, items_sql=items_sql, limit=plan.depth)
         except BaseException:
-            if pending is not None:
-                wait([pending])  # never leave the lane running behind an error
+            wait([f for f in (pending, english_pending) if f is not None])  # never leave a lane running
             raise
         timings["lexical_ms"] = (time.perf_counter() - t) * 1000
     reads = _PageReads(parsed, outcome.expansions)
@@ -223,16 +278,25 @@ def _run_lanes(
                     limit=query.limit)
     vec_hits: list[vector.VectorHit] = []
     degraded: list[str] = []
+    background: QueryBackground | None = None
     if plan.vector:
-        vec_hits, lane_degraded, timings["vector_ms"] = pending.result() if pending is not None else vector_lane()
+        vec_hits, background, lane_degraded, timings["vector_ms"] = (
+            pending.result() if pending is not None else vector_lane()
+        )
         degraded.extend(lane_degraded)
-    return _LanesRun(outcome, vec_hits, tuple(degraded), reads)
+    en_vector: list[float] | None = None
+    if english_vector is not None:
+        en_vector = english_pending.result() if english_pending is not None else english_vector()
+    return _LanesRun(
+        outcome, vec_hits, tuple(degraded), reads, ran_lexical=plan.lexical,
+        ran_vector=plan.vector and background is not None, background=background, english_vector=en_vector,
+    )
 
 
 def _read_ahead(
     reads: _PageReads,
     lex_hits: list[lexical.LexicalHit],
-    pending: Future[tuple[list[vector.VectorHit], list[str], float]],
+    pending: Future[tuple[list[vector.VectorHit], QueryBackground | None, list[str], float]],
     *,
     by_item: bool,
     offset: int,
@@ -262,32 +326,35 @@ def _page(
     corpus: str,
     ordered: list[_Candidate],
     lanes_run: _LanesRun,
+    coverage: _Coverage,
     *,
     offset: int,
     fingerprint: str,
     timings: dict[str, float],
     started: float,
+    nearest: list[_Candidate],
 ) -> RetrievalResult:
-    """The page of ``ordered`` at ``offset``: its hits with their passages and missing words, the cursor to
-    the next page, facets over every candidate, and the timings (``started``: perf_counter at the start)."""
+    """The page of ``ordered`` (the candidates that cleared the threshold) at ``offset``: its hits with their
+    passages and missing words, the cursor to the next page, facets over every kept candidate, the nearest
+    candidates when none was kept, and the timings (``started``: perf_counter at the start)."""
     total = len(ordered)
     page = ordered[offset : offset + query.limit]
     next_cursor = (
         cursor_encode(offset=offset + query.limit, fingerprint=fingerprint) if offset + query.limit < total else None
     )
     lex = lanes_run.lexical
-    coverage = _Coverage.of(parsed, lex.hits, by_item=query.granularity == "item")
+    shown = page + nearest
     # The words the lanes did not settle are looked up on a lane thread while this one reads the facets and
     # the page's rows and passages (measured at 10k items: the lookup alone added 4-7 ms to a hybrid p50).
     settling = (
-        lanes.lane_pool().submit(partial(coverage.settle, page, lex.expansions, corpus))
-        if coverage.unsettled(page) and settings.SEARCH["LANE_THREADS"]
+        lanes.lane_pool().submit(partial(coverage.settle, shown, lex.expansions, corpus))
+        if coverage.unsettled(shown) and settings.SEARCH["LANE_THREADS"]
         and not reads.read_connection().in_atomic_block
         else None
     )
     try:
         facets = _facets(ordered) if query.with_facets else {}
-        lanes_run.reads.read_page(page)
+        lanes_run.reads.read_page(shown)
     except BaseException:
         if settling is not None:
             wait([settling])  # never leave the lookup running behind an error
@@ -295,13 +362,14 @@ def _page(
     if settling is not None:
         settling.result()
     else:
-        coverage.settle(page, lex.expansions, corpus)
+        coverage.settle(shown, lex.expansions, corpus)
     hits = _hits(page, lanes_run.reads, coverage)
     partial_match = coverage.partial_match(ordered)
     timings["total_ms"] = (time.perf_counter() - started) * 1000
     return RetrievalResult(
         hits=tuple(hits), total=total, partial_match=partial_match, degraded=lanes_run.degraded,
         next_cursor=next_cursor, facets=facets, timings_ms=timings, suggestion=lex.suggestion,
+        nearest=tuple(_hits(nearest, lanes_run.reads, coverage)),
     )
 
 
@@ -314,6 +382,7 @@ def _fuse(
     reach: int,
     reads: _PageReads,
     vector_weight: float,
+    english_lane: _EnglishLane | None = None,
 ) -> list[_Candidate]:
     """Candidates best first. ``reach``: how many leading places must be exact (offset + limit);
     ``vector_weight``: the vector lane's fusion weight for this query (lane_weights). The rerank's item rows come from
@@ -346,8 +415,20 @@ def _fuse(
         for key in vec_order:
             candidates[key].score = candidates[key].similarity or 0.0
         return [candidates[k] for k in vec_order]
+    lists = [lex_scored, vec_scored]
     weights = [settings.SEARCH["LEXICAL_WEIGHT"], vector_weight]
-    _fused_scores(candidates, lex_order, vec_order, lex_scored, vec_scored, weights)
+    if english_lane is not None:  # a third opinion on the same candidates (search.engine.english)
+        scores = english.english_scores(
+            english_lane.vector, provider=english_lane.provider, chunk_ids=[c.chunk_id for c in candidates.values()]
+        )
+        english_scored = sorted(
+            ((key, scores[c.chunk_id]) for key, c in candidates.items() if c.chunk_id in scores),
+            key=lambda pair: -pair[1],
+        )
+        if english_scored:
+            lists.append(english_scored)
+            weights.append(english_lane.weight)
+    _fused_scores(candidates, lists, weights)
     # Rerank factors are at least 1 and at most rerank.max_factor(), so a candidate whose fused score
     # times that maximum stays below the reach-th fused score can never reach the first ``reach`` places:
     # only the others need their signals read and scored. Places past ``reach`` keep the fused order (a
@@ -366,27 +447,77 @@ def _fuse(
 
 
 def _fused_scores(
-    candidates: dict[int, _Candidate],
-    lex_order: list[int],
-    vec_order: list[int],
-    lex_scored: list[tuple[int, float]],
-    vec_scored: list[tuple[int, float]],
-    weights: list[float],
+    candidates: dict[int, _Candidate], lists: list[list[tuple[int, float]]], weights: list[float]
 ) -> None:
-    """Each candidate's fused score in [0, 1] (``SEARCH_FUSION``): on the lanes' calibrated scores (z-scores,
-    scaled so the best candidate is 1 and the worst 0), or on their ranks (weighted RRF over its maximum).
-    Measured on the three dev sets in docs/benchmarks.md."""
+    """Each candidate's fused score in [0, 1] (``SEARCH_FUSION``) from the lanes' (key, score) lists, best first:
+    on their calibrated scores (z-scores, scaled so the best candidate is 1 and the worst 0), or on their ranks
+    (weighted RRF over its maximum). Measured on the three dev sets in docs/benchmarks.md."""
     if settings.SEARCH["FUSION"] == "zscore":
-        fused = fusion.zscore_fuse([lex_scored, vec_scored], weights=weights)
+        fused = fusion.zscore_fuse(lists, weights=weights)
         low, high = min(fused.values()), max(fused.values())
         for key, cand in candidates.items():
             cand.score = (fused[key] - low) / (high - low) if high > low else 1.0
         return
     k = settings.SEARCH["RRF_K"]
-    ranked = fusion.rrf([lex_order, vec_order], k=k, weights=weights)
+    ranked = fusion.rrf([[key for key, _ in scored] for scored in lists], k=k, weights=weights)
     top = fusion.rrf_max(k=k, weights=weights)
     for key, cand in candidates.items():
         cand.score = ranked.get(key, 0.0) / top
+
+
+@dataclass(frozen=True)
+class _EnglishLane:
+    provider: EmbeddingProvider
+    vector: list[float]
+    weight: float
+
+
+def _confide(
+    query: RetrievalQuery,
+    parsed: query_parser.ParsedQuery,
+    ordered: list[_Candidate],
+    lanes_run: _LanesRun,
+    coverage: _Coverage,
+) -> None:
+    """Each candidate's confidence (``search.engine.confidence``), from the lanes' evidence as fusion saw it:
+    the head is the set of lanes that ran (both, lexical only, vector only)."""
+    if not ordered:
+        return
+    by_item = query.granularity == "item"
+    lex_hits = _first_per_key(lanes_run.lexical.hits, by_item=by_item)
+    vec_hits = _first_per_key(lanes_run.vector, by_item=by_item)
+    lexical_of = {
+        (h.item_id if by_item else h.chunk_id): confidence.LexicalEvidence(rank, h.score, h.matched_mask, h.title_hit)
+        for rank, h in enumerate(lex_hits, start=1)
+    }
+    vector_of = {
+        (h.item_id if by_item else h.chunk_id): confidence.VectorEvidence(rank, h.similarity)
+        for rank, h in enumerate(vec_hits, start=1)
+    }
+    evidence = confidence.query_evidence(
+        idfs=lanes_run.lexical.idfs,
+        background=lanes_run.background,
+        lexical_scores=[h.score for h in lex_hits],
+        similarities=[h.similarity for h in vec_hits],
+    )
+    candidates = [
+        confidence.Candidate(lexical_of.get(c.key), vector_of.get(c.key), coverage.masks.get(c.key, 0))
+        for c in ordered
+    ]
+    head: confidence.Head = (
+        "hybrid" if lanes_run.ran_lexical and lanes_run.ran_vector
+        else "vector" if lanes_run.ran_vector else "lexical"
+    )
+    matrix = confidence.features(candidates, evidence)
+    # The lexical head does not depend on the embedding model; outside hybrid and vector searches the active
+    # space is not read for it (the table's default holds every language's lexical head).
+    model = vector.lane_model() if lanes_run.ran_vector or query.mode == "hybrid" else "*"
+    values = confidence.confidences(matrix, model=model, head=head, query_text=parsed.text)
+    for cand, value in zip(ordered, values, strict=True):
+        cand.confidence = float(value)
+    confidence.record(
+        confidence.Recorded(parsed.text, head, [c.key for c in ordered], [c.item_id for c in ordered], matrix)
+    )
 
 
 def _facets(ordered: list[_Candidate]) -> dict[str, dict[str, int]]:
@@ -544,6 +675,7 @@ def _hits(page: list[_Candidate], reads: _PageReads, coverage: _Coverage) -> lis
                 superseded=item.superseded,
                 similarity=cand.similarity,
                 missing_words=coverage.missing_words(cand.key),
+                confidence=round(cand.confidence, 4),
             )
         )
     return hits

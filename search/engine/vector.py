@@ -29,6 +29,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from search.engine.background import QueryBackground, query_background
 from search.engine.embeddings import (
     EmbeddingProvider,
     embed_query,
@@ -313,6 +314,22 @@ def _scan_settings() -> tuple[str, str]:
 def vector_search(
     *, vector: list[float], corpus: str, items_sql: Fragment, limit: int, exclude_item: int | None = None
 ) -> list[VectorHit]:
+    """Nearest chunks by cosine similarity (``vector_lane``'s hits)."""
+    return vector_lane(vector=vector, corpus=corpus, items_sql=items_sql, limit=limit, exclude_item=exclude_item).hits
+
+
+@dataclass(frozen=True)
+class VectorLane:
+    """The lane's hits, best first, and the query's score distribution over the corpus (None when the space
+    holds no vectors): what fusion's confidence reads as "how far a hit stands out"."""
+
+    hits: list[VectorHit]
+    background: QueryBackground | None
+
+
+def vector_lane(
+    *, vector: list[float], corpus: str, items_sql: Fragment, limit: int, exclude_item: int | None = None
+) -> VectorLane:
     """Nearest chunks by cosine similarity. Access and filters are applied inside the index scan
     (pgvector iterative scan, bounded by ``max_scan_tuples``), so a narrow filter still fills ``limit``.
 
@@ -320,16 +337,21 @@ def vector_search(
     :class:`QueryVector` of another model (the space flipped since it was embedded) is embedded again."""
     known = _known_space()
     in_space = _vector_in_space(vector, known)
-    rows = _nearest(in_space, known, corpus, items_sql, limit, exclude_item) if in_space is not None else []
-    if rows is None:  # the active space changed since this process read it
+    if in_space is None:  # the query has no vector in the active space
+        return VectorLane([], None)
+    found = _nearest(in_space, known, corpus, items_sql, limit, exclude_item)
+    if found is None:  # the active space changed since this process read it
         known = _known_space(refresh=True)
         in_space = _vector_in_space(vector, known)
         if in_space is not None:
-            rows = _nearest(in_space, known, corpus, items_sql, limit, exclude_item)
-        rows = rows or []
+            found = _nearest(in_space, known, corpus, items_sql, limit, exclude_item)
+    if found is None or in_space is None:
+        return VectorLane([], None)
+    rows, newest_chunk_id = found
     hits = [VectorHit(r[0], r[1], float(r[2])) for r in rows]
     hits.sort(key=lambda h: (-h.similarity, h.chunk_id))  # relaxed_order may be slightly out of order
-    return hits
+    background = query_background(in_space, model=known[0], dims=known[1], newest_chunk_id=newest_chunk_id)
+    return VectorLane(hits, background)
 
 
 def _nearest(
@@ -339,8 +361,9 @@ def _nearest(
     items_sql: Fragment,
     limit: int,
     exclude_item: int | None,
-) -> list[tuple[int, int, float]] | None:
-    """The lane's rows from the HNSW index of ``space``; None when ``space`` is no longer the active one."""
+) -> tuple[list[tuple[int, int, float]], int] | None:
+    """The lane's rows from the HNSW index of ``space`` and the newest chunk id (for the background's
+    freshness); None when ``space`` is no longer the active one."""
     model, dims = space
     if len(vector) != dims:
         raise EmbeddingModelMismatch(
@@ -355,11 +378,13 @@ def _nearest(
     if exclude_item:
         params.append(exclude_item)
     params += [literal, limit]
-    # One row (id -1) says whether ``model`` is still the active space; the nearest chunks come with it.
+    # One row (id -1) says whether ``model`` is still the active space, and the newest chunk id (an index
+    # lookup); the nearest chunks come with it.
     # ef_search is the graph search's candidate list, not a cap: the iterative scan goes on past it until
     # ``limit`` rows (or max_scan_tuples) are read.
     sql = f"""
-        SELECT -1, -1, 0.0, EXISTS (SELECT 1 FROM search_embeddingspace WHERE active AND model = %s)
+        SELECT -1, (SELECT coalesce(max(id), 0) FROM search_chunk), 0.0,
+               EXISTS (SELECT 1 FROM search_embeddingspace WHERE active AND model = %s)
         UNION ALL (
             SELECT c.id, c.item_id, 1 - ((c.embedding::vector({dims})) <=> %s::vector({dims})), true
             FROM search_chunk c
@@ -385,6 +410,7 @@ def _nearest(
                 _session_settings[raw] = (ef, tuples)
             cursor.execute(sql, params)
             rows = cursor.fetchall()
-    if not any(r[0] == -1 and r[3] for r in rows):
+    head = next((r for r in rows if r[0] == -1), None)
+    if head is None or not head[3]:
         return None
-    return [(r[0], r[1], r[2]) for r in rows if r[0] != -1]
+    return [(r[0], r[1], r[2]) for r in rows if r[0] != -1], int(head[1])

@@ -132,6 +132,8 @@ def index_rebuild(*, progress: Progress | None = None, embed: bool = True) -> di
     marked_at = timezone.now()
     columns = columns_build(progress=progress)
     embedded = vector_index.embeddings_backfill(progress=progress) if embed else 0
+    if embed:
+        vector_index.english_embeddings_backfill(progress=progress)
     stats_refresh()
     vector_index.vector_index_ensure()
     elapsed = time.monotonic() - started

@@ -11,12 +11,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
+from search.engine import english
 from search.engine.embeddings import EmbeddingProvider, embed_documents, text_hash
 from search.engine.vector import active_space, space_lock, space_provider
-from search.errors import EmbeddingModelMismatch
-from search.models import Chunk, EmbeddingSpace
+from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
+from search.models import Chunk, EmbeddingCache, EmbeddingSpace
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +86,47 @@ def embeddings_backfill(
                 Chunk.objects.filter(pk=chunk.pk).update(
                     embedding=vec, embedding_model=space.model, embedding_hash=text_hash(text)
                 )
+        done += len(batch)
+        if progress:
+            progress(len(batch))
+        if limit and done >= limit:
+            break
+    return done
+
+
+def english_embeddings_pending(provider: EmbeddingProvider) -> Any:
+    """Current English chunks (embedded in the active space, so their text hash is known) without a vector of the
+    English lane's model in the embedding cache."""
+    cached = EmbeddingCache.objects.filter(model=provider.name, text_hash=OuterRef("embedding_hash"))
+    return (
+        Chunk.objects.current()
+        .filter(language__in=english.LANGUAGES, embedding_hash__isnull=False)
+        .exclude(Exists(cached))
+    )
+
+
+def english_embeddings_backfill(*, progress: Any = None, limit: int | None = None) -> int:
+    """Embed current English chunks with the English lane's model (search.engine.english), into the embedding
+    cache, where the lane reads them. Resumable (each batch is written as it is embedded); nothing to do when the
+    lane is off or the active space already is its model. A failing embedder stops it for this build (logged):
+    the lane then scores only the chunks it has."""
+    provider = english.english_provider()
+    if provider is None or provider.name == active_space().model:
+        return 0
+    done, last = 0, 0
+    while True:
+        batch = list(
+            english_embeddings_pending(provider).filter(pk__gt=last).select_related("revision")
+            .order_by("pk")[:EMBED_BATCH]
+        )
+        if not batch:
+            break
+        last = batch[-1].pk
+        try:
+            embed_documents(chunk_texts(batch), provider=provider)  # written to the cache, keyed by text hash
+        except (EmbeddingUnavailable, OSError, RuntimeError) as exc:
+            logger.warning("English lane backfill stopped: %s", exc)
+            break
         done += len(batch)
         if progress:
             progress(len(batch))

@@ -34,7 +34,10 @@ def test_a_search_answers_results_count_facets_and_paging(client: Client, corpus
     # then
     assert response.status_code == 200
     data = response.json()
-    assert set(data) == {"results", "count", "facets", "partial_match", "degraded", "next_cursor", "suggestion"}
+    assert set(data) == {"results", "count", "facets", "partial_match", "degraded", "next_cursor", "suggestion",
+                         "threshold", "nearest"}
+    assert data["threshold"] == 0.35 and data["nearest"] == []
+    assert all(0.35 <= r["confidence"] <= 1.0 for r in data["results"])
     assert data["count"] >= 1
     first = data["results"][0]
     assert first["title"] == "Pricing policy 2025"
@@ -169,3 +172,39 @@ def test_search_query_count_is_bounded(client: Client, corpus: None, django_asse
     # The engine's own queries (~14 today) plus one for the principal; the adapter adds no per-hit queries.
     with django_assert_max_num_queries(20):
         assert post(client, {"query": "pricing"}).status_code == 200
+
+
+def test_a_made_up_word_gets_an_empty_answer_with_count_and_facets_zero_and_the_nearest_items(
+    client: Client, corpus: None
+) -> None:
+    # when
+    data = post(client, {"query": "zanzibarquokka"}).json()
+    # then nothing is an answer: no results, no count, no facet counts over noise, no partial match
+    assert data["results"] == [] and data["count"] == 0 and data["next_cursor"] is None
+    assert all(not counts for counts in data["facets"].values())
+    assert data["partial_match"] is False
+    assert 1 <= len(data["nearest"]) <= 3
+    assert all(set(n) == {"id", "title", "url", "confidence"} and n["confidence"] < 0.35 for n in data["nearest"])
+
+
+def test_threshold_zero_gives_every_candidate_and_counts_and_facets_follow_the_threshold(
+    client: Client, corpus: None
+) -> None:
+    # given the full ranking, and the same search at the default threshold
+    everything = post(client, {"query": "pricing", "threshold": 0}).json()
+    kept = post(client, {"query": "pricing"}).json()
+    # then the kept hits are exactly those at or above 0.35, in the same order, and the counts say so
+    above = [r["id"] for r in everything["results"] if r["confidence"] >= 0.35]
+    assert [r["id"] for r in kept["results"]] == above
+    assert kept["count"] == len(above) < everything["count"]
+    assert sum(kept["facets"]["domain"].values()) == kept["count"]
+    assert sum(everything["facets"]["domain"].values()) == everything["count"]
+
+
+def test_a_word_the_knowledge_base_nearly_knows_gets_no_close_match_and_the_suggestion(
+    client: Client, corpus: None
+) -> None:
+    data = post(client, {"query": "discuont"}).json()
+    assert data["suggestion"] == "discount"
+    if not data["results"]:
+        assert data["count"] == 0 and data["nearest"]

@@ -98,7 +98,7 @@ def corpus() -> Corpus:
     content.item_mark_superseded(item=superseded, by=guide)
     staff_only = make_item(
         title="Staff pricing margins",
-        body="Confidential pricing margins for staff.",
+        body="Confidential pricing margins for staff. Codename plutoniumwombat.",
         visibility="staff",
         content_type="policy",
         primary_domain="pricing",

@@ -24,6 +24,8 @@ FIND_RESULT_KEYS = {
     "degraded",
     "next_cursor",
     "suggestion",
+    "threshold",
+    "nearest",
 }
 HIT_KEYS = {
     "match_id",
@@ -37,6 +39,7 @@ HIT_KEYS = {
     "lane_ranks",
     "missing_words",
     "score",
+    "confidence",
     "updated_at",
     "review_status",
 }
@@ -432,3 +435,46 @@ def test_list_presets_and_find_with_a_preset(mcp_base_url: str, corpus: Corpus) 
     assert ok(overdue)["overdue_review_filter"] is True  # the filter in effect, from the preset
     assert corpus.policy.pk not in ids(overridden) and ok(overridden)["overdue_review_filter"] is False
     assert unknown.isError and "preset" in text_of(unknown) and "Policies" in text_of(unknown)
+
+
+def test_find_about_something_the_knowledge_base_does_not_hold_says_nothing_matches(
+    mcp_base_url: str, corpus: Corpus
+) -> None:
+    # given a made-up word no item holds, asked anonymously at find's default threshold
+    result = mcp_call(mcp_base_url, "find", {"query": "zanzibarquokka"})
+    # then it is an answer, not an error: no results, and the nearest items labelled as not matching
+    data = ok(result)
+    assert data["count"] == 0 and data["results"] == []
+    assert data["threshold"] == 0.3
+    assert 1 <= len(data["nearest"]) <= 3
+    assert all(n["matches"] is False and n["confidence"] < 0.3 for n in data["nearest"])
+    text = text_of(result)
+    assert "No item in the knowledge base matches this query" in text
+    assert "do NOT match" in text
+
+
+def test_find_with_threshold_zero_returns_the_candidates_a_made_up_word_only_comes_near(
+    mcp_base_url: str, corpus: Corpus
+) -> None:
+    data = ok(mcp_call(mcp_base_url, "find", {"query": "zanzibarquokka", "threshold": 0}))
+    assert data["count"] > 0 and data["nearest"] == []
+    assert all(0.0 <= hit["confidence"] < 0.3 for hit in data["results"])
+
+
+def test_find_a_word_only_a_staff_item_holds_gives_an_anonymous_agent_nothing_and_no_leak(
+    mcp_base_url: str, corpus: Corpus, api_key: str
+) -> None:
+    # given a word only the staff-only item holds ("plutoniumwombat" in the fixture)
+    anonymous = ok(mcp_call(mcp_base_url, "find", {"query": "plutoniumwombat"}))
+    assert anonymous["count"] == 0
+    assert corpus.staff_only.pk not in {n["item_id"] for n in anonymous["nearest"]}
+    # while a key that may read it finds it, confidently
+    keyed = ok(mcp_call(mcp_base_url, "find", {"query": "plutoniumwombat"}, api_key=api_key))
+    assert [hit["item_id"] for hit in keyed["results"]][:1] == [corpus.staff_only.pk]
+    assert keyed["results"][0]["confidence"] >= 0.3
+
+
+def test_find_rejects_a_threshold_outside_0_to_1(mcp_base_url: str, corpus: Corpus) -> None:
+    result = mcp_call(mcp_base_url, "find", {"query": "pricing", "threshold": 1.5})
+    assert result.isError
+    assert "threshold" in text_of(result)

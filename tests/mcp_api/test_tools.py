@@ -143,6 +143,7 @@ def _hit(i: int) -> FindHit:
         match_offsets=[MatchOffset(start=0, end=4)],
         lanes=["lexical"],
         score=0.5,
+        confidence=0.8,
         updated_at="2025-01-01T00:00:00+00:00",
         review_status="ok",
     )

@@ -1,14 +1,15 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from benchmarks import evaluation
-from search.engine import lane_weights
+from benchmarks import calibration, crosslingual, evaluation
+from search.engine import confidence, english, lane_weights
 from search.engine.vector import active_space, lane_model
 from search.errors import SearchError
 from search.management.commands._progress import progress_bar
@@ -17,6 +18,7 @@ from search.services.vector_index import embeddings_pending
 
 # Vector-lane weights --calibrate tries (RRF weight beside the lexical lane's 1.0).
 CALIBRATION_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)  # the vector lane against lexical (1.0)
+ENGLISH_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)  # the English lane's, beside both
 
 
 class Command(BaseCommand):
@@ -36,14 +38,32 @@ class Command(BaseCommand):
                                  "search/lane_weights.json for the active embedding model")
         parser.add_argument("--language", default=None,
                             help="the corpus's language (en, fr, ar, …); by default each document's is detected")
-        parser.add_argument("--threshold", type=float, default=0.0, help="vector similarity threshold (default 0)")
+        parser.add_argument("--threshold", type=float, default=0.0,
+                            help="confidence floor (default 0: the full ranking, so nDCG is unchanged by it)")
+        parser.add_argument("--fit-confidence", action="store_true",
+                            help="fit the confidence models only (--calibrate also sweeps the lane weights first)")
+        parser.add_argument("--abstention", action="store_true",
+                            help="report, per threshold, in-collection questions answered and off-collection "
+                                 "ones (other dev sets' questions, held-out ones, made-up words) left unanswered")
+        parser.add_argument("--cross-lingual", action="store_true",
+                            help="evaluate the cross-lingual check derived from --dataset (English names of the "
+                                 "subjects of Arabic or French paragraphs; benchmarks/crosslingual.py)")
+        parser.add_argument("--dump", type=Path, default=None,
+                            help="write the recorded confidence features of every search to this .npz file")
         parser.add_argument("--max-queries", type=int, default=None)
         parser.add_argument("--json", action="store_true", help="last line of output: one JSON object")
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        source = opts["dataset"]
         try:
-            dataset = evaluation.dataset_load(opts["dataset"], opts["split"])
-        except SearchError as exc:
+            if opts["cross_lingual"]:
+                derived = Path(tempfile.mkdtemp(prefix="kb-crosslingual-"))
+                sizes = crosslingual.crosslingual_dataset(source, derived)
+                self.stderr.write(f"cross-lingual check from {source.name}: {sizes}")
+                dataset = evaluation.dataset_load(derived, "dev")
+            else:
+                dataset = evaluation.dataset_load(source, opts["split"])
+        except (SearchError, OSError) as exc:
             raise CommandError(str(exc)) from exc
         if opts["max_queries"] is not None:
             if opts["max_queries"] < 1:
@@ -72,6 +92,8 @@ class Command(BaseCommand):
                 results[name] = self._run(dataset, name, search)
             if opts["calibrate"]:
                 results.update(self._calibrate(dataset, model, language, results, opts["threshold"]))
+            if opts["calibrate"] or opts["fit_confidence"] or opts["abstention"] or opts["dump"]:
+                results.update(self._confidence(dataset, model, language, opts))
         if opts["json"]:
             headline = dict(results[opts["mode"]])
             if opts["baselines"] or opts["calibrate"]:
@@ -86,6 +108,83 @@ class Command(BaseCommand):
         with progress_bar(self, total=len(dataset.queries), desc=name) as update:
             runs, latencies = evaluation.run_queries(dataset, search, progress=update)
         return evaluation.score(dataset, runs, latencies)
+
+    def _confidence(
+        self, dataset: evaluation.Dataset, model: str, language: str, opts: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Record every kind of question (calibration module), fit the confidence when calibrating, and report
+        abstention with the table as it then stands."""
+        collected = self._collect(dataset, language, opts["dataset"], cross_lingual=opts["cross_lingual"])
+        out: dict[str, Any] = {}
+        if opts["dump"]:
+            calibration.collected_dump(collected, opts["dump"])
+            self.stderr.write(f"wrote {len(collected.searches)} recorded searches to {opts['dump']}")
+        if opts["calibrate"] or opts["fit_confidence"]:
+            fitted = calibration.table_fit(collected, model=model, language=language,
+                                           dataset=dataset.corpus.parent.name)
+            out["confidence_fit"] = fitted["fit"]
+            self.stderr.write(f"recorded confidence models for {model} in {language} ({confidence.table_path()})")
+            if "abstention_cross_validated" in fitted:
+                out["abstention_cross_validated"] = fitted["abstention_cross_validated"]
+                self.stderr.write("abstention, cross-validated (each question scored by models fitted without it):")
+                self.stderr.write(calibration.describe_abstention(fitted["abstention_cross_validated"]))
+        if opts["abstention"] or opts["calibrate"] or opts["fit_confidence"]:
+            out["abstention"] = calibration.abstention(collected, model=model, language=language)
+            self.stderr.write("abstention with the stored table:")
+            self.stderr.write(calibration.describe_abstention(out["abstention"]))
+        return out
+
+    def _collect(
+        self, dataset: evaluation.Dataset, language: str, source: Path, *, cross_lingual: bool
+    ) -> calibration.Collected:
+        """Every kind of question, recorded in each head. The cross-lingual check records its own questions
+        only (its corpus is the dev set's, whose off-collection kinds the dev set's own run measures)."""
+        collected = calibration.Collected()
+        qrels = dataset.qrels
+
+        def judged(qid: str) -> set[str]:
+            return {d for d, rel in qrels.get(qid, {}).items() if rel > 0}
+
+        def nothing(qid: str) -> set[str]:
+            return set()
+
+        siblings = calibration.sibling_relevance(dataset)
+
+        off = {} if cross_lingual else {
+            "other_language": calibration.other_language_queries(source),
+            "nonsense": calibration.nonsense_queries(language),
+        }
+        titles, title_answers = ({}, {}) if cross_lingual else calibration.title_queries(dataset)
+        keywords, keyword_answers = ({}, {}) if cross_lingual else calibration.keyword_queries(dataset)
+        for head in calibration.HEADS_RUN:
+            with progress_bar(self, total=len(dataset.queries), desc=f"confidence in/{head}") as update:
+                collected.searches += calibration.run_recorded(
+                    dataset.queries, kind="in", mode=head, relevant_of=siblings, judged_of=judged, progress=update
+                )
+            with progress_bar(self, total=len(titles), desc=f"confidence known_item/{head}") as update:
+                collected.searches += calibration.run_recorded(
+                    titles, kind="known_item", mode=head, relevant_of=lambda q: title_answers[q], progress=update
+                )
+            with progress_bar(self, total=len(keywords), desc=f"confidence keyword/{head}") as update:
+                collected.searches += calibration.run_recorded(
+                    keywords, kind="keyword", mode=head, relevant_of=lambda q: keyword_answers[q], progress=update
+                )
+            for kind, queries in off.items():
+                with progress_bar(self, total=len(queries), desc=f"confidence {kind}/{head}") as update:
+                    collected.searches += calibration.run_recorded(
+                        queries, kind=kind, mode=head, relevant_of=nothing, progress=update
+                    )
+        if cross_lingual:
+            return collected
+        held, removed = calibration.held_out_split(dataset)
+        with calibration.documents_archived(removed):
+            held_queries = {q: dataset.queries[q] for q in sorted(held)}
+            for head in calibration.HEADS_RUN:
+                with progress_bar(self, total=len(held_queries), desc=f"confidence same_language/{head}") as update:
+                    collected.searches += calibration.run_recorded(
+                        held_queries, kind="same_language", mode=head, relevant_of=nothing, progress=update
+                    )
+        return collected
 
     def _calibrate(
         self, dataset: evaluation.Dataset, model: str, language: str, results: dict[str, Any], threshold: float
@@ -114,4 +213,33 @@ class Command(BaseCommand):
             },
         )
         self.stderr.write(f"recorded vector weight {best} for {model} in {language} ({lane_weights.TABLE_PATH})")
+        tried.update(self._calibrate_english(dataset, model, language, threshold))
+        return tried
+
+    def _calibrate_english(
+        self, dataset: evaluation.Dataset, model: str, language: str, threshold: float
+    ) -> dict[str, Any]:
+        """The English lane's weight (search.engine.english), with the vector lane at its recorded weight: the
+        best hybrid nDCG@10 goes into the table under ``english:<model>`` (0: the lane does not run)."""
+        provider = english.english_provider()
+        if provider is None or provider.name == model or language not in english.LANGUAGES:
+            return {}
+        key = english.lane_key(provider)
+        tried: dict[str, Any] = {}
+        for weight in ENGLISH_WEIGHTS:
+            with lane_weights.weight_override(model=key, code=language, weight=weight):
+                tried[f"english@{weight}"] = self._run(
+                    dataset, f"english@{weight}", evaluation.engine_search("hybrid", threshold=threshold)
+                )
+        best = max(ENGLISH_WEIGHTS, key=lambda w: (tried[f"english@{w}"]["ndcg@10"], -w))
+        lane_weights.table_update(
+            model=key, code=language, weight=best,
+            measured={
+                "dataset": dataset.corpus.parent.name,
+                "queries": len(dataset.queries),
+                "measured_on": timezone.now().date().isoformat(),
+                "ndcg@10": {name: r["ndcg@10"] for name, r in tried.items()},
+            },
+        )
+        self.stderr.write(f"recorded English lane weight {best} for {key} in {language}")
         return tried

@@ -28,7 +28,8 @@ class Command(BaseCommand):
         parser.add_argument("query")
         parser.add_argument("--limit", type=int, default=10)
         parser.add_argument("--domain", help="primary domain (case-insensitive)")
-        parser.add_argument("--threshold", type=float, default=CLI_THRESHOLD)
+        parser.add_argument("--threshold", type=float, default=CLI_THRESHOLD,
+                            help=f"confidence floor 0-1 (default {CLI_THRESHOLD}); 0 lists every candidate")
         parser.add_argument("--full", action="store_true", help="add each item's summary")
         parser.add_argument("--json", action="store_true", help="print one JSON object and nothing else")
         group = parser.add_mutually_exclusive_group()
@@ -45,6 +46,8 @@ class Command(BaseCommand):
             self._check_env(opts["env"])
             if not 1 <= opts["limit"] <= MAX_LIMIT:
                 raise SearchError(f"--limit must be between 1 and {MAX_LIMIT}.")
+            if not 0.0 <= opts["threshold"] <= 1.0:
+                raise SearchError(f"--threshold must be between 0 and 1 (got {opts['threshold']}).")
             text = validate_query_text(opts["query"], field="query")
             if opts["mode"] != "lexical":
                 lane_warm()  # the model loads before the search's embedding budget starts
@@ -66,7 +69,7 @@ class Command(BaseCommand):
         if opts["json"]:
             self.stdout.write(json.dumps(payload(text, result, full=opts["full"]), ensure_ascii=False))
         else:
-            self._table(text, result, full=opts["full"])
+            self._table(text, result, full=opts["full"], threshold=opts["threshold"])
 
     def _check_env(self, env: str | None) -> None:
         if env != "prod":
@@ -80,7 +83,7 @@ class Command(BaseCommand):
                 "e.g. DATABASE_URL=postgres://…/kb PRODUCTION_DATABASE_NAME=kb python manage.py kb_search …"
             )
 
-    def _table(self, text: str, result: Any, *, full: bool) -> None:
+    def _table(self, text: str, result: Any, *, full: bool, threshold: float) -> None:
         color = self.stdout.isatty() if hasattr(self.stdout, "isatty") else sys.stdout.isatty()
         style = self.style if color else None
         width = shutil.get_terminal_size((140, 20)).columns
@@ -92,13 +95,18 @@ class Command(BaseCommand):
         if result.suggestion:
             header += f" — did you mean {result.suggestion!r}?"
         self.stdout.write(style.MIGRATE_HEADING(header) if style else header)
-        columns = [("title", 40), ("domain", 16), ("keywords", 22), ("lanes", 22)]
+        if not result.hits:
+            self.stdout.write(f"No item in the knowledge base matches {text!r} (confidence floor {threshold:g}).")
+            for hit in result.nearest:
+                self.stdout.write(f"  nearest, not a match: {hit.title} (confidence {hit.confidence:.2f})")
+            return
+        columns = [("title", 40), ("conf", 5), ("domain", 16), ("keywords", 22), ("lanes", 22)]
         snippet_width = max(20, width - sum(w + 2 for _, w in columns) - 8)
         line = "  ".join(f"{name:<{w}}" for name, w in columns) + f"  {'snippet':<{snippet_width}}"
         self.stdout.write(style.SQL_FIELD(line) if style else line)
         for hit in result.hits:
             snippet = " ".join(hit.passage.split())[:snippet_width]
-            cells = [hit.title, hit.primary_domain, ", ".join(hit.ai_keywords), hit.lanes_text]
+            cells = [hit.title, f"{hit.confidence:.2f}", hit.primary_domain, ", ".join(hit.ai_keywords), hit.lanes_text]
             row = "  ".join(f"{(c or '')[:w]:<{w}}" for c, (_, w) in zip(cells, columns, strict=True))
             self.stdout.write(f"{row}  {snippet}")
             if hit.missing_words:
@@ -114,12 +122,14 @@ def payload(text: str, result: Any, *, full: bool = False) -> dict[str, Any]:
         "partial_match": result.partial_match,
         "degraded": list(result.degraded),
         "suggestion": result.suggestion,
+        "nearest": [{"item_id": h.item_id, "title": h.title, "confidence": h.confidence} for h in result.nearest],
         "results": [
             {
                 "item_id": h.item_id,
                 "external_id": h.external_id,
                 "title": h.title,
                 "score": h.score,
+                "confidence": h.confidence,
                 "lanes": list(h.lanes),
                 "lane_ranks": dict(h.lane_ranks),
                 "missing_words": list(h.missing_words),

@@ -60,7 +60,7 @@ def test_synonyms_expand_below_the_written_word():
     build()
     Synonym.objects.create(terms=["tender", "bid"], one_way=False)
     # when
-    result = retrieve(query=RetrievalQuery(text="tender", mode="lexical"))
+    result = retrieve(query=RetrievalQuery(text="tender", mode="lexical", threshold=0.0))
     # then: the synonym finds the second item, ranked below the written word
     assert [h.title for h in result.hits] == ["Tender calendar", "Notes"]
     span = result.hits[1].passage_spans[0]
@@ -74,5 +74,5 @@ def test_one_way_synonym_does_not_expand_backwards():
     make_item(title="B", body="Invitation to tender response.")
     build()
     Synonym.objects.create(terms=["itt", "invitation"], one_way=True)
-    assert {h.title for h in retrieve(query=RetrievalQuery(text="itt", mode="lexical")).hits} == {"A", "B"}
-    assert [h.title for h in retrieve(query=RetrievalQuery(text="invitation", mode="lexical")).hits] == ["B"]
+    assert {h.title for h in retrieve(query=RetrievalQuery(text="itt", mode="lexical", threshold=0.0)).hits} == {"A", "B"}
+    assert [h.title for h in retrieve(query=RetrievalQuery(text="invitation", mode="lexical", threshold=0.0)).hits] == ["B"]

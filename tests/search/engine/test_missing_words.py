@@ -14,6 +14,7 @@ STAFF = Principal(kind="staff", all_content=True)
 
 def search(text, **kwargs):
     kwargs.setdefault("limit", 20)
+    kwargs.setdefault("threshold", 0.0)  # the full ranking: these tests are about words, not confidence
     return retrieve(query=RetrievalQuery(text=text, **kwargs))
 
 

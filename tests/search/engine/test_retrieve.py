@@ -62,7 +62,7 @@ def test_vector_lane_filters_inside_the_scan_fill_the_limit():
                   primary_domain="pricing")
     build()
     # when
-    result = retrieve(query=RetrievalQuery(text="security compliance audit", mode="vector", limit=5, threshold=0.1,
+    result = retrieve(query=RetrievalQuery(text="security compliance audit", mode="vector", limit=5, threshold=0.0,
                                            filters=SearchFilters(domain=("pricing",))))
     # then
     assert len(result.hits) == 5
@@ -157,7 +157,7 @@ def test_embedding_failure_degrades_to_lexical_within_budget(monkeypatch):
     monkeypatch.setattr(provider, "embed", hang)
     with override_settings(EMBEDDING_BUDGET_S=0.3):
         started = time.monotonic()
-        result = retrieve(query=RetrievalQuery(text="tender checklist unique words here"))
+        result = retrieve(query=RetrievalQuery(text="tender checklist unique words here", threshold=0.0))
         elapsed = time.monotonic() - started
     assert result.degraded == ("embedding_unavailable",)
     assert [h.title for h in result.hits] == ["Tender checklist"]

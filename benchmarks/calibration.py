@@ -1,0 +1,612 @@
+"""Fitting and measuring the engine's confidence (``search.engine.confidence``) on judged dev sets.
+
+``evaluate --calibrate`` and ``evaluate --abstention`` run, inside the throwaway evaluation database:
+
+1. **in-collection** questions: the dev set's own, judged by its qrels (a hit is relevant when judged so);
+2. **off-collection** questions, none of whose hits is relevant:
+   - ``other_language``: questions of the other dev sets (another language, another collection);
+   - ``same_language``: the dev set's own questions whose judged documents are taken out of the corpus (a
+     seeded fifth of them; for Wikipedia sets, every paragraph of their articles), asked again once those
+     documents are archived: questions in the corpus's language, in its style, that it no longer answers;
+   - ``nonsense``: made-up words (letter strings shaped like the language's words, and compounds of two
+     words, in the corpus's script and in Latin script).
+
+Every search runs through ``retrieve`` at threshold 0 with ``confidence.recording``, which hands back each
+candidate's features exactly as the engine computed them, so the fit and the product can never disagree on a
+feature. The models (one logistic regression per head, then an isotonic map fitted on out-of-fold predictions)
+are fitted with scikit-learn here and stored as plain numbers in ``search/engine/confidence.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import zlib
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.evaluation import Dataset
+from search.engine import confidence
+
+# Off-collection questions asked per kind (in-collection: every judged question of the split).
+OTHER_LANGUAGE_QUERIES = 300
+TITLE_QUERIES = 300
+KEYWORD_QUERIES = 200
+# Question kinds whose answers are in the corpus (the rest are off-collection: none of their hits is relevant).
+ANSWERED_KINDS = ("in", "known_item", "keyword")
+NONSENSE_QUERIES = 200
+HELD_OUT_SHARE = 0.2
+# Candidates per search that the fit sees (best first): where thresholds bite, with the deep tail's negatives.
+FIT_DEPTH = 50
+SEARCH_LIMIT = 100
+# Off-collection questions weigh this much of the in-collection ones in the fit, per kind: the prior of a
+# question the knowledge base cannot answer.
+OFF_COLLECTION_WEIGHT = 0.15
+THRESHOLDS = (0.1, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6)
+DEFAULT_THRESHOLD = 0.35
+FOLDS = 5
+# Reliability diagram bins.
+BINS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0001)
+
+
+@dataclass
+class Searched:
+    """One question's search as the engine saw it: its candidates' features (best first) and which of them
+    are relevant."""
+
+    qid: str
+    kind: str
+    head: str
+    matrix: np.ndarray
+    relevant: np.ndarray  # bool per candidate: what the fit learns (the judged answers and their siblings)
+    judged: int  # how many relevant documents the question has in the searched corpus
+    strict: np.ndarray | None = None  # bool per candidate: the judged answers only (None: same as relevant)
+    docs: tuple[str, ...] = ()  # the candidates' document ids
+
+    @property
+    def answers(self) -> np.ndarray:
+        """The judged answers among the candidates (what "answered" is measured on)."""
+        return self.relevant if self.strict is None else self.strict
+
+
+@dataclass
+class Collected:
+    searches: list[Searched] = field(default_factory=list)
+
+    def of(self, *, head: str, kinds: Iterable[str] | None = None) -> list[Searched]:
+        wanted = set(kinds) if kinds is not None else None
+        return [s for s in self.searches if s.head == head and (wanted is None or s.kind in wanted)]
+
+
+# --- the questions ---
+
+
+def sibling_datasets(source: Path) -> list[Path]:
+    """The other BEIR folders beside the dataset folder ``source`` (``../shared/datasets/*``)."""
+    source = source.resolve()
+    return sorted(
+        p for p in source.parent.iterdir() if p.is_dir() and p != source and (p / "queries.jsonl").exists()
+    )
+
+
+def other_language_queries(source: Path, *, seed: int = 7, n: int = OTHER_LANGUAGE_QUERIES) -> dict[str, str]:
+    """Questions of the other dev sets beside ``source``, ``n`` in all, evenly from each (seeded)."""
+    others = sibling_datasets(source)
+    if not others:
+        return {}
+    rng = random.Random(seed)
+    out: dict[str, str] = {}
+    for path in others:
+        texts = []
+        with (path / "queries.jsonl").open(encoding="utf-8") as handle:
+            for line in handle:
+                data = json.loads(line)
+                texts.append((f"{path.name}:{data['_id']}", str(data["text"])))
+        rng.shuffle(texts)
+        out.update(texts[: n // len(others)])
+    return out
+
+
+_LATIN_C, _LATIN_V = "bcdfghjklmnprstvz", "aeiou"
+_ARABIC = "ابتثجحخدذرزسشصضطظعغفقكلمنهوي"
+
+
+def nonsense_queries(language: str, *, seed: int = 11, n: int = NONSENSE_QUERIES) -> dict[str, str]:
+    """Made-up words: pronounceable letter strings and two-part compounds, in Latin script and (for Arabic)
+    in Arabic script, one to three of them per question (seeded)."""
+    rng = random.Random(seed)
+
+    def latin_word() -> str:
+        return "".join(rng.choice(_LATIN_C) + rng.choice(_LATIN_V) for _ in range(rng.randint(3, 6)))
+
+    def arabic_word() -> str:
+        return "".join(rng.choice(_ARABIC) for _ in range(rng.randint(4, 8)))
+
+    out: dict[str, str] = {}
+    for i in range(n):
+        word = arabic_word if language == "ar" and i % 2 == 0 else latin_word
+        shape = i % 3
+        if shape == 0:
+            text = word()
+        elif shape == 1:
+            text = word() + word()
+        else:
+            text = " ".join(word() for _ in range(rng.randint(2, 3)))
+        out[f"nonsense:{i}"] = text
+    return out
+
+
+def title_queries(
+    dataset: Dataset, *, seed: int = 9, n: int = TITLE_QUERIES
+) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """Known-item questions: ``n`` documents' titles (seeded), each answered by every document of that title
+    (a Wikipedia article's paragraphs; a SciFact abstract). People search a knowledge base by a document's name
+    as often as by a question, and the dev sets hold only questions."""
+    by_title: dict[str, set[str]] = defaultdict(set)
+    with dataset.corpus.open(encoding="utf-8") as handle:
+        for line in handle:
+            data = json.loads(line)
+            title = " ".join(str(data.get("title") or "").split())
+            if len(title) >= 3:
+                by_title[title].add(str(data["_id"]))
+    titles = sorted(by_title)
+    random.Random(seed).shuffle(titles)
+    queries = {f"title:{i}": t for i, t in enumerate(titles[:n])}
+    return queries, {qid: by_title[t] for qid, t in queries.items()}
+
+
+_TITLE_WORD = re.compile(r"[^\W\d_]{4,}")
+
+
+def keyword_queries(
+    dataset: Dataset, *, seed: int = 21, n: int = KEYWORD_QUERIES, most: int = 50
+) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """One-word questions: a word of ``n`` documents' titles (seeded; at least 4 letters), each answered by every
+    document whose title holds that word (at most ``most`` of them: a word in more titles says too little to
+    judge). Staff type single words into a search box as often as questions."""
+    titled: list[tuple[str, set[str]]] = []
+    with dataset.corpus.open(encoding="utf-8") as handle:
+        for line in handle:
+            data = json.loads(line)
+            words = {w.lower() for w in _TITLE_WORD.findall(str(data.get("title") or ""))}
+            titled.append((str(data["_id"]), words))
+    holders: dict[str, set[str]] = defaultdict(set)
+    for doc, words in titled:
+        for word in words:
+            holders[word].add(doc)
+    rng = random.Random(seed)
+    candidates = sorted(w for w, docs in holders.items() if len(docs) <= most)
+    rng.shuffle(candidates)
+    queries = {f"keyword:{i}": w for i, w in enumerate(candidates[:n])}
+    return queries, {qid: holders[w] for qid, w in queries.items()}
+
+
+def held_out_split(dataset: Dataset, *, seed: int = 5, share: float = HELD_OUT_SHARE) -> tuple[set[str], set[str]]:
+    """(question ids, document ids): a seeded ``share`` of the questions whose judged documents are taken out
+    of the corpus for the ``same_language`` kind. Documents are taken out with every document of the same
+    title (a Wikipedia article's other paragraphs would still answer); a question is held out only when all its
+    judged documents are."""
+    titles: dict[str, str] = {}
+    with dataset.corpus.open(encoding="utf-8") as handle:
+        for line in handle:
+            data = json.loads(line)
+            titles[str(data["_id"])] = str(data.get("title") or data["_id"])
+    by_title: dict[str, set[str]] = defaultdict(set)
+    for doc, title in titles.items():
+        by_title[title].add(doc)
+    rng = random.Random(seed)
+    qids = sorted(dataset.queries)
+    rng.shuffle(qids)
+    target = int(len(qids) * share)
+    removed: set[str] = set()
+    for qid in qids:
+        if len(removed) >= len(titles) * share:
+            break
+        for doc in dataset.qrels.get(qid, {}):
+            removed |= by_title.get(titles.get(doc, doc), {doc})
+    held = {q for q in dataset.queries if dataset.qrels.get(q) and set(dataset.qrels[q]) <= removed}
+    if len(held) > target * 2:
+        held = set(sorted(held)[: target * 2])
+    return held, removed
+
+
+# --- running the searches ---
+
+
+def run_recorded(
+    queries: dict[str, str],
+    *,
+    kind: str,
+    mode: str,
+    relevant_of: Callable[[str], set[str]],
+    judged_of: Callable[[str], set[str]] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[Searched]:
+    """Each question through ``retrieve`` (threshold 0, the staff principal, ``mode``), its candidates'
+    features as the engine recorded them, labelled relevant by ``relevant_of(qid)`` (document ids) for the fit,
+    and by ``judged_of(qid)`` (the judged answers alone; default: the same) for "answered"."""
+    from search.engine.embeddings import provider_warm
+    from search.engine.retrieve import retrieve
+    from search.models import ContentItem
+    from search.principal import Principal
+    from search.types import RetrievalQuery
+
+    staff = Principal(kind="staff", all_content=True)
+    provider_warm()
+    external = dict(ContentItem.objects.values_list("id", "external_id"))
+    out: list[Searched] = []
+    for qid, text in queries.items():
+        with confidence.recording() as sink:
+            retrieve(query=RetrievalQuery(text=text[:2000], principal=staff, mode=mode,  # type: ignore[arg-type]
+                                          limit=SEARCH_LIMIT, threshold=0.0))
+        if progress:
+            progress(1)
+        if not sink:
+            continue
+        rec = sink[-1]
+        docs = tuple(str(external.get(i, "")) for i in rec.item_ids)
+        wanted = relevant_of(qid)
+        labels = np.array([d in wanted for d in docs], dtype=bool)
+        judged = judged_of(qid) if judged_of is not None else wanted
+        strict = None if judged_of is None else np.array([d in judged for d in docs], dtype=bool)
+        out.append(Searched(qid, kind, rec.head, rec.matrix, labels, len(judged), strict, docs))
+    return out
+
+
+def sibling_relevance(dataset: Dataset) -> Callable[[str], set[str]]:
+    """A question's judged answers and every document of the same title as one of them: a Wikipedia article's
+    other paragraphs are about what the question asks (the dev sets judge one paragraph, the one the question was
+    written from). Titles that are unique (SciFact) add nothing."""
+    titles: dict[str, str] = {}
+    with dataset.corpus.open(encoding="utf-8") as handle:
+        for line in handle:
+            data = json.loads(line)
+            titles[str(data["_id"])] = " ".join(str(data.get("title") or "").split())
+    by_title: dict[str, set[str]] = defaultdict(set)
+    for doc, title in titles.items():
+        if title:
+            by_title[title].add(doc)
+
+    def relevant(qid: str) -> set[str]:
+        judged = {d for d, rel in dataset.qrels.get(qid, {}).items() if rel > 0}
+        return judged | {s for d in judged for s in by_title.get(titles.get(d, ""), set())}
+
+    return relevant
+
+
+# --- the fit ---
+
+
+@dataclass(frozen=True)
+class FitReport:
+    head: str
+    rows: int
+    positives: int
+    folds: int
+    log_loss: float
+    brier: float
+    reliability: list[dict[str, float]]  # against the fit's labels, every question that has answers
+    # the dev questions alone, against their judged answers only (siblings count as not relevant)
+    reliability_judged: list[dict[str, float]] = field(default_factory=list)
+
+
+def _design(searches: list[Searched], head: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows (every feature; a head model picks its own), labels, weights and the search each row belongs to."""
+    in_count = max(1, sum(1 for s in searches if s.kind == "in"))
+    per_kind: dict[str, int] = defaultdict(int)
+    for s in searches:
+        per_kind[s.kind] += 1
+    xs, ys, ws, groups = [], [], [], []
+    for group, s in enumerate(searches):
+        depth = min(FIT_DEPTH, s.matrix.shape[0])
+        if depth == 0:
+            continue
+        weight = 1.0 if s.kind in ANSWERED_KINDS else OFF_COLLECTION_WEIGHT * in_count / per_kind[s.kind]
+        xs.append(s.matrix[:depth])
+        ys.append(s.relevant[:depth])
+        ws.append(np.full(depth, weight))
+        groups.append(np.full(depth, group))
+    if not xs:
+        raise ValueError(f"no searches recorded for the {head} head")
+    return np.vstack(xs), np.concatenate(ys), np.concatenate(ws), np.concatenate(groups)
+
+
+def fold_of(qid: str, folds: int = FOLDS) -> int:
+    """The cross-validation fold of a question: the same in every head, so a question's searches in the
+    lexical, vector and hybrid heads are always held out together."""
+    return zlib.crc32(qid.encode()) % folds
+
+
+def _logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+    from sklearn.linear_model import LogisticRegression
+
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    model = LogisticRegression(C=1.0, max_iter=2000)
+    model.fit((x - mean) / scale, y, sample_weight=w)
+    return model.coef_[0], float(model.intercept_[0]), mean, scale
+
+
+def _isotonic(p: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[list[float], list[float]]:
+    """An increasing map of raw probabilities to observed rates, as at most ~40 (x, y) points."""
+    from sklearn.isotonic import IsotonicRegression
+
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+    iso.fit(p, y.astype(float), sample_weight=w)
+    xs = np.asarray(iso.X_thresholds_, dtype=float)
+    ys = np.asarray(iso.y_thresholds_, dtype=float)
+    if len(xs) > 40:  # keep the shape, fewer points
+        keep = np.unique(np.linspace(0, len(xs) - 1, 40).round().astype(int))
+        xs, ys = xs[keep], ys[keep]
+    return [float(v) for v in xs], [float(v) for v in ys]
+
+
+def _interp(p: np.ndarray, xs: list[float], ys: list[float]) -> np.ndarray:
+    return np.interp(p, xs, ys) if len(xs) >= 2 else p
+
+
+def _head_model(names: tuple[str, ...], x: np.ndarray, y: np.ndarray, w: np.ndarray,
+                iso: tuple[list[float], list[float]] | None = None) -> tuple[confidence.HeadModel, np.ndarray]:
+    """The logistic model on the head's columns of ``x`` (and its raw probabilities on ``x``); its isotonic map is
+    ``iso`` when given, else fitted on those same rows."""
+    columns = [confidence.FEATURES.index(n) for n in names]
+    coef, intercept, mean, scale = _logistic(x[:, columns], y, w)
+    raw = 1.0 / (1.0 + np.exp(-np.clip(((x[:, columns] - mean) / scale) @ coef + intercept, -40, 40)))
+    iso_x, iso_y = iso if iso is not None else _isotonic(raw, y, w)
+    model = confidence.HeadModel(
+        features=names, coef=tuple(float(c) for c in coef), intercept=intercept,
+        mean=tuple(float(m) for m in mean), scale=tuple(float(s) for s in scale),
+        xs=tuple(iso_x), ys=tuple(iso_y),
+    )
+    return model, raw
+
+
+@dataclass
+class HeadFit:
+    """A head's final model (every question), its per-fold models (each without its fold's questions), and a
+    report of the cross-validated fit."""
+
+    model: confidence.HeadModel
+    folds: dict[int, confidence.HeadModel]
+    report: FitReport
+
+
+def head_fit(searches: list[Searched], head: str, *, folds: int = FOLDS) -> HeadFit:
+    """Fit the head: per fold, a logistic model and its isotonic map on the other folds; the final logistic model
+    on every row with its isotonic map fitted on the out-of-fold probabilities (never on what it saw)."""
+    x, y, w, groups = _design(searches, head)
+    names = confidence.HEAD_FEATURES[head]  # type: ignore[index]
+    fold = np.array([fold_of(searches[g].qid, folds) for g in groups.tolist()])
+    per_fold: dict[int, confidence.HeadModel] = {}
+    oof_raw = np.zeros(len(y))
+    for k in range(folds):
+        train, test = fold != k, fold == k
+        if not test.any() or y[train].sum() == 0:
+            continue
+        per_fold[k], _ = _head_model(names, x[train], y[train], w[train])
+        oof_raw[test] = per_fold[k].raw(x[test])
+    model, _ = _head_model(names, x, y, w, iso=_isotonic(oof_raw, y, w))
+    honest = np.zeros(len(y))
+    for k, fitted in per_fold.items():
+        honest[fold == k] = fitted.predict(x[fold == k])
+    return HeadFit(model, per_fold, _report(head, searches, groups, honest, y, w, folds))
+
+
+def _report(head: str, searches: list[Searched], groups: np.ndarray, p: np.ndarray, y: np.ndarray,
+            w: np.ndarray, folds: int) -> FitReport:
+    clipped = np.clip(p, 1e-6, 1 - 1e-6)
+    log_loss = float(-np.average(y * np.log(clipped) + (1 - y) * np.log(1 - clipped), weights=w))
+    brier = float(np.average((p - y) ** 2, weights=w))
+    in_rows = np.array([searches[g].kind in ANSWERED_KINDS for g in groups.tolist()])
+    judged_rows = np.array([searches[g].kind == "in" for g in groups.tolist()])
+    strict = np.concatenate([searches[g].answers[: int((groups == g).sum())] for g in np.unique(groups).tolist()])
+    return FitReport(head=head, rows=len(y), positives=int(y.sum()), folds=folds, log_loss=round(log_loss, 4),
+                     brier=round(brier, 4), reliability=reliability(p[in_rows], y[in_rows]),
+                     reliability_judged=reliability(p[judged_rows], strict[judged_rows]))
+
+
+def floor_fit(searches: list[Searched], hybrid: HeadFit, vector: HeadFit, *, folds: int = FOLDS) -> tuple[
+    tuple[list[float], list[float]], FitReport, dict[int, np.ndarray]
+]:
+    """The hybrid head's floor: a hybrid search is at least as sure of a hit as the vector head alone would be
+    (a question in another language than the text has no lexical evidence, and must not lose its answer for
+    it); ``max(hybrid, vector)`` is then recalibrated by an isotonic map. Returns the map (fitted on
+    out-of-fold probabilities), the cross-validated report, and each search's cross-validated confidences."""
+    x, y, w, groups = _design(searches, "hybrid")
+    fold = np.array([fold_of(searches[g].qid, folds) for g in groups.tolist()])
+    combined = np.zeros(len(y))
+    for k in range(folds):
+        test = fold == k
+        if test.any() and k in hybrid.folds and k in vector.folds:
+            combined[test] = np.maximum(hybrid.folds[k].predict(x[test]), vector.folds[k].predict(x[test]))
+    iso = _isotonic(combined, y, w)
+    honest = np.zeros(len(y))
+    for k in range(folds):
+        train, test = fold != k, fold == k
+        if test.any():
+            fx, fy = _isotonic(combined[train], y[train], w[train])
+            honest[test] = _interp(combined[test], fx, fy)
+    per_search: dict[int, np.ndarray] = {}
+    for g in np.unique(groups).tolist():
+        per_search[g] = honest[groups == g]
+    return iso, _report("hybrid", searches, groups, honest, y, w, folds), per_search
+def reliability(p: np.ndarray, y: np.ndarray) -> list[dict[str, float]]:
+    """Reliability bins: per confidence bin, how many hits, their mean confidence and the share relevant."""
+    out = []
+    for low, high in zip(BINS[:-1], BINS[1:], strict=True):
+        inside = (p >= low) & (p < high)
+        n = int(inside.sum())
+        if n == 0:
+            continue
+        out.append({"bin": f"{low:.1f}-{min(high, 1.0):.1f}", "hits": n,
+                    "confidence": round(float(p[inside].mean()), 3), "relevant": round(float(y[inside].mean()), 3)})
+    return out
+
+
+def confidences_of(searches: list[Searched], *, model: str, language: str) -> list[np.ndarray]:
+    """Each search's candidates' confidences under the stored table, as the engine computes them for a question
+    in ``language``."""
+    out = []
+    for s in searches:
+        values = confidence.language_confidences(s.matrix, model=model, code=language, head=s.head)  # type: ignore[arg-type]
+        out.append(values if values is not None else np.ones(s.matrix.shape[0]))
+    return out
+
+
+# --- abstention ---
+
+
+def abstention(
+    collected: Collected,
+    *,
+    model: str,
+    language: str,
+    thresholds: Iterable[float] = THRESHOLDS,
+    head: str = "hybrid",
+    probabilities: list[np.ndarray] | None = None,
+) -> dict[str, Any]:
+    """Per threshold: (a) in-collection questions with a relevant hit at or above it in the top 10; (b) per
+    off-collection kind, questions with no hit at or above it; and how many hits a question keeps on average.
+    ``probabilities`` (one array per search of the head, in order): cross-validated confidences; by default the
+    stored table's."""
+    searches = collected.of(head=head)
+    probs = probabilities if probabilities is not None else confidences_of(searches, model=model, language=language)
+    kinds = sorted({s.kind for s in searches})
+    table: dict[str, Any] = {}
+    for threshold in thresholds:
+        row: dict[str, Any] = {}
+        for kind in kinds:
+            pairs = [(s, p) for s, p in zip(searches, probs, strict=True) if s.kind == kind]
+            if not pairs:
+                continue
+            if kind in ANSWERED_KINDS:
+                answerable = [(s, p) for s, p in pairs if s.judged]
+                row[f"{kind}_answered"] = round(
+                    sum(bool(((p[:10] >= threshold) & s.answers[: len(p)][:10]).any()) for s, p in answerable)
+                    / max(1, len(answerable)), 4
+                )
+                row[f"{kind}_kept_mean"] = round(float(np.mean([(p >= threshold).sum() for _, p in pairs])), 1)
+            else:
+                row[f"{kind}_abstained"] = round(
+                    sum(not bool((p >= threshold).any()) for _, p in pairs) / len(pairs), 4
+                )
+        table[f"{threshold:g}"] = row
+    counts = {kind: sum(1 for s in searches if s.kind == kind) for kind in kinds}
+    ceiling = [bool(s.answers[:10].any()) for s in searches if s.kind == "in" and s.judged]
+    return {"queries": counts, "in_success@10": round(float(np.mean(ceiling)), 4) if ceiling else None,
+            "thresholds": table}
+
+
+def describe_abstention(result: dict[str, Any]) -> str:
+    kinds = list(next(iter(result["thresholds"].values())).keys()) if result["thresholds"] else []
+    lines = ["threshold " + " ".join(f"{k:>22}" for k in kinds)]
+    for threshold, row in result["thresholds"].items():
+        lines.append(f"{threshold:>9} " + " ".join(f"{row.get(k, float('nan')):>22}" for k in kinds))
+    lines.append("questions: " + ", ".join(f"{k} {n}" for k, n in result["queries"].items()))
+    return "\n".join(lines)
+
+
+_WORD = re.compile(r"\w+")
+
+
+def ndcg_at_10(searches: list[Searched], qrels: dict[str, dict[str, int]]) -> float:
+    """nDCG@10 of the recorded orders with binary gains (a check that recording did not change the ranking)."""
+    total = 0.0
+    for s in searches:
+        gains = s.relevant[:10].astype(float)
+        dcg = float(sum(g / math.log2(i + 2) for i, g in enumerate(gains)))
+        ideal = float(sum(1 / math.log2(i + 2) for i in range(min(10, s.judged))))
+        total += dcg / ideal if ideal else 0.0
+    return total / max(1, len(searches))
+
+
+HEADS_RUN = ("hybrid", "lexical", "vector")
+
+
+@contextmanager
+def documents_archived(external_ids: set[str]) -> Iterator[None]:
+    """Within the block, the items with these external ids are archived (no search returns them); restored
+    after. Only ever used inside the throwaway evaluation database."""
+    from django.utils import timezone
+
+    from search.models import ContentItem
+
+    ids = list(ContentItem.objects.filter(external_id__in=external_ids, archived_at__isnull=True)
+               .values_list("id", flat=True))
+    ContentItem.objects.filter(id__in=ids).update(archived_at=timezone.now())
+    try:
+        yield
+    finally:
+        ContentItem.objects.filter(id__in=ids).update(archived_at=None)
+
+
+def collected_dump(collected: Collected, path: Path) -> None:
+    """Every recorded search as arrays in one .npz file (offline study of features and fits)."""
+    arrays: dict[str, Any] = {"features": np.array(confidence.FEATURES)}
+    for i, s in enumerate(collected.searches):
+        arrays[f"m{i}"] = s.matrix
+        arrays[f"r{i}"] = s.relevant
+        arrays[f"s{i}"] = s.answers
+        arrays[f"d{i}"] = np.array(s.docs)
+    arrays["meta"] = np.array([json.dumps({"qid": s.qid, "kind": s.kind, "head": s.head, "judged": s.judged})
+                               for s in collected.searches])
+    np.savez_compressed(path, **arrays)
+
+
+def collected_load(path: Path) -> Collected:
+    data = np.load(path, allow_pickle=False)
+    out = Collected()
+    for i, meta in enumerate(data["meta"].tolist()):
+        m = json.loads(meta)
+        strict = data[f"s{i}"] if f"s{i}" in data else None
+        docs = tuple(data[f"d{i}"].tolist()) if f"d{i}" in data else ()
+        out.searches.append(
+            Searched(m["qid"], m["kind"], m["head"], data[f"m{i}"], data[f"r{i}"], m["judged"], strict, docs)
+        )
+    return out
+
+
+def table_fit(collected: Collected, *, model: str, language: str, dataset: str) -> dict[str, Any]:
+    """Fit every head (and the hybrid head's vector floor) on what was collected and store them for (model,
+    language) in the confidence table; the lexical head also becomes the table default's for that language
+    (it does not depend on the embedder). Returns the cross-validated reports and abstention."""
+    from django.utils import timezone
+
+    fits: dict[str, HeadFit] = {}
+    for head in HEADS_RUN:
+        searches = collected.of(head=head)
+        if any(s.relevant.any() for s in searches):
+            fits[head] = head_fit(searches, head)
+    reports: dict[str, Any] = {head: fit.report.__dict__ for head, fit in fits.items()}
+    heads = {head: fit.model for head, fit in fits.items()}
+    cross_validated = None
+    hybrid = collected.of(head="hybrid")
+    if "hybrid" in fits and "vector" in fits:
+        (xs, ys), report, per_search = floor_fit(hybrid, fits["hybrid"], fits["vector"])
+        heads["hybrid"] = replace(heads["hybrid"], floor="vector", floor_xs=tuple(xs), floor_ys=tuple(ys))
+        reports["hybrid_with_vector_floor"] = report.__dict__
+        cross_validated = [per_search.get(i, np.zeros(0)) for i in range(len(hybrid))]
+    kinds: dict[str, int] = defaultdict(int)
+    for s in hybrid:
+        kinds[s.kind] += 1
+    measured = {"dataset": dataset, "measured_on": timezone.now().date().isoformat(), "questions": dict(kinds),
+                "fit": reports}
+    stored = {head: m.to_json() for head, m in heads.items()}
+    confidence.table_update(model=model, code=language, heads=stored, measured=measured)
+    if "lexical" in stored:
+        confidence.table_update(model="*", code=language, heads={"lexical": stored["lexical"]}, measured=measured)
+    out: dict[str, Any] = {"fit": reports}
+    if cross_validated is not None:
+        out["abstention_cross_validated"] = abstention(
+            collected, model=model, language=language, probabilities=cross_validated
+        )
+    return out
