@@ -298,27 +298,6 @@ class FitReport:
     reliability_judged: list[dict[str, float]] = field(default_factory=list)
 
 
-def _design(searches: list[Searched], head: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Rows (every feature; a head model picks its own), labels, weights and the search each row belongs to."""
-    in_count = max(1, sum(1 for s in searches if s.kind == "in"))
-    per_kind: dict[str, int] = defaultdict(int)
-    for s in searches:
-        per_kind[s.kind] += 1
-    xs, ys, ws, groups = [], [], [], []
-    for group, s in enumerate(searches):
-        depth = min(FIT_DEPTH, s.matrix.shape[0])
-        if depth == 0:
-            continue
-        weight = 1.0 if s.kind in ANSWERED_KINDS else OFF_COLLECTION_WEIGHT * in_count / per_kind[s.kind]
-        xs.append(s.matrix[:depth])
-        ys.append(s.relevant[:depth])
-        ws.append(np.full(depth, weight))
-        groups.append(np.full(depth, group))
-    if not xs:
-        raise ValueError(f"no searches recorded for the {head} head")
-    return np.vstack(xs), np.concatenate(ys), np.concatenate(ws), np.concatenate(groups)
-
-
 def fold_of(qid: str, folds: int = FOLDS) -> int:
     """The cross-validation fold of a question: the same in every head, so a question's searches in the
     lexical, vector and hybrid heads are always held out together."""
@@ -354,20 +333,60 @@ def _interp(p: np.ndarray, xs: list[float], ys: list[float]) -> np.ndarray:
     return np.interp(p, xs, ys) if len(xs) >= 2 else p
 
 
-def _head_model(names: tuple[str, ...], x: np.ndarray, y: np.ndarray, w: np.ndarray,
-                iso: tuple[list[float], list[float]] | None = None) -> tuple[confidence.HeadModel, np.ndarray]:
-    """The logistic model on the head's columns of ``x`` (and its raw probabilities on ``x``); its isotonic map is
-    ``iso`` when given, else fitted on those same rows."""
-    columns = [confidence.FEATURES.index(n) for n in names]
+def _logistic_model(names: tuple[str, ...], space: str, x: np.ndarray, y: np.ndarray,
+                    w: np.ndarray) -> confidence.HeadModel:
+    """A logistic model on the ``names`` columns of ``x`` (a matrix of ``space``'s features)."""
+    known = confidence.FEATURES if space == "hit" else confidence.QUERY_FEATURES
+    columns = [known.index(n) for n in names]
     coef, intercept, mean, scale = _logistic(x[:, columns], y, w)
-    raw = 1.0 / (1.0 + np.exp(-np.clip(((x[:, columns] - mean) / scale) @ coef + intercept, -40, 40)))
-    iso_x, iso_y = iso if iso is not None else _isotonic(raw, y, w)
-    model = confidence.HeadModel(
+    return confidence.HeadModel(
         features=names, coef=tuple(float(c) for c in coef), intercept=intercept,
-        mean=tuple(float(m) for m in mean), scale=tuple(float(s) for s in scale),
-        xs=tuple(iso_x), ys=tuple(iso_y),
+        mean=tuple(float(m) for m in mean), scale=tuple(float(s) for s in scale), space=space,
     )
-    return model, raw
+
+
+def _search_weights(searches: list[Searched]) -> np.ndarray:
+    """Each search's weight in the fit: 1 for questions the corpus answers; off-collection kinds together weigh
+    ``OFF_COLLECTION_WEIGHT`` of the in-collection questions each (the prior of an unanswerable question)."""
+    in_count = max(1, sum(1 for s in searches if s.kind == "in"))
+    per_kind: dict[str, int] = defaultdict(int)
+    for s in searches:
+        per_kind[s.kind] += 1
+    return np.array([1.0 if s.kind in ANSWERED_KINDS else OFF_COLLECTION_WEIGHT * in_count / per_kind[s.kind]
+                     for s in searches])
+
+
+def _two_stage(searches: list[Searched], head: str, chosen: np.ndarray) -> confidence.HeadModel:
+    """The head's two logistic stages fitted on the ``chosen`` searches (no isotonic map yet): answerable on
+    every chosen search (does any of its first ``FIT_DEPTH`` candidates answer it), the hit stage on the
+    candidates of the chosen searches that are answered."""
+    weights = _search_weights(searches)
+    picked = [i for i in np.flatnonzero(chosen).tolist() if searches[i].matrix.shape[0]]
+    queries = np.vstack([confidence.query_features(searches[i].matrix) for i in picked])
+    answered = np.array([bool(searches[i].relevant[:FIT_DEPTH].any()) for i in picked])
+    if answered.all() or not answered.any():
+        raise ValueError(f"the {head} head needs answered and unanswered questions to fit")
+    answerable = _logistic_model(confidence.answerable_features(head), "query", queries, answered,  # type: ignore[arg-type]
+                                 weights[picked])
+    rows = [searches[i].matrix[:FIT_DEPTH] for i, a in zip(picked, answered, strict=True) if a]
+    labels = [searches[i].relevant[:FIT_DEPTH] for i, a in zip(picked, answered, strict=True) if a]
+    hits = _logistic_model(confidence.hit_features(head), "hit", np.vstack(rows), np.concatenate(labels),  # type: ignore[arg-type]
+                           np.ones(sum(len(y) for y in labels)))
+    return replace(hits, answerable=answerable)
+
+
+def _flat(searches: list[Searched], values: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                         np.ndarray]:
+    """The first ``FIT_DEPTH`` candidates of every search: their values, labels, weights and search index."""
+    weights = _search_weights(searches)
+    ps, ys, ws, gs = [], [], [], []
+    for g, (s, v) in enumerate(zip(searches, values, strict=True)):
+        depth = min(FIT_DEPTH, s.matrix.shape[0])
+        ps.append(v[:depth])
+        ys.append(s.relevant[:depth])
+        ws.append(np.full(depth, weights[g]))
+        gs.append(np.full(depth, g))
+    return np.concatenate(ps), np.concatenate(ys), np.concatenate(ws), np.concatenate(gs)
 
 
 @dataclass
@@ -381,24 +400,34 @@ class HeadFit:
 
 
 def head_fit(searches: list[Searched], head: str, *, folds: int = FOLDS) -> HeadFit:
-    """Fit the head: per fold, a logistic model and its isotonic map on the other folds; the final logistic model
-    on every row with its isotonic map fitted on the out-of-fold probabilities (never on what it saw)."""
-    x, y, w, groups = _design(searches, head)
-    names = confidence.HEAD_FEATURES[head]  # type: ignore[index]
-    fold = np.array([fold_of(searches[g].qid, folds) for g in groups.tolist()])
+    """Fit the head: per fold, both stages and an isotonic map of their product on the other folds; the final
+    stages on every question, with an isotonic map fitted on the out-of-fold products (never on what they saw)."""
+    searches = [s for s in searches if s.matrix.shape[0]]
+    if not searches:
+        raise ValueError(f"no searches recorded for the {head} head")
+    fold = np.array([fold_of(s.qid, folds) for s in searches])
     per_fold: dict[int, confidence.HeadModel] = {}
-    oof_raw = np.zeros(len(y))
+    oof_raw: list[np.ndarray] = [np.zeros(s.matrix.shape[0]) for s in searches]
     for k in range(folds):
-        train, test = fold != k, fold == k
-        if not test.any() or y[train].sum() == 0:
+        train = fold != k
+        if not (fold == k).any():
             continue
-        per_fold[k], _ = _head_model(names, x[train], y[train], w[train])
-        oof_raw[test] = per_fold[k].raw(x[test])
-    model, _ = _head_model(names, x, y, w, iso=_isotonic(oof_raw, y, w))
-    honest = np.zeros(len(y))
-    for k, fitted in per_fold.items():
-        honest[fold == k] = fitted.predict(x[fold == k])
-    return HeadFit(model, per_fold, _report(head, searches, groups, honest, y, w, folds))
+        stages = _two_stage(searches, head, train)
+        in_fold = [stages.raw(s.matrix) for s in searches]
+        p, y, w, g = _flat(searches, in_fold)
+        trained = np.isin(g, np.flatnonzero(train))
+        iso_x, iso_y = _isotonic(p[trained], y[trained], w[trained])
+        per_fold[k] = replace(stages, xs=tuple(iso_x), ys=tuple(iso_y))
+        for i in np.flatnonzero(~train).tolist():
+            oof_raw[i] = in_fold[i]
+    final = _two_stage(searches, head, np.ones(len(searches), dtype=bool))
+    p, y, w, groups = _flat(searches, oof_raw)
+    iso_x, iso_y = _isotonic(p, y, w)
+    model = replace(final, xs=tuple(iso_x), ys=tuple(iso_y))
+    honest = [per_fold[int(fold[i])].predict(s.matrix) if int(fold[i]) in per_fold else np.zeros(s.matrix.shape[0])
+              for i, s in enumerate(searches)]
+    hp, _, _, _ = _flat(searches, honest)
+    return HeadFit(model, per_fold, _report(head, searches, groups, hp, y, w, folds))
 
 
 def _report(head: str, searches: list[Searched], groups: np.ndarray, p: np.ndarray, y: np.ndarray,
@@ -421,25 +450,29 @@ def floor_fit(searches: list[Searched], hybrid: HeadFit, vector: HeadFit, *, fol
     (a question in another language than the text has no lexical evidence, and must not lose its answer for
     it); ``max(hybrid, vector)`` is then recalibrated by an isotonic map. Returns the map (fitted on
     out-of-fold probabilities), the cross-validated report, and each search's cross-validated confidences."""
-    x, y, w, groups = _design(searches, "hybrid")
-    fold = np.array([fold_of(searches[g].qid, folds) for g in groups.tolist()])
-    combined = np.zeros(len(y))
-    for k in range(folds):
-        test = fold == k
-        if test.any() and k in hybrid.folds and k in vector.folds:
-            combined[test] = np.maximum(hybrid.folds[k].predict(x[test]), vector.folds[k].predict(x[test]))
-    iso = _isotonic(combined, y, w)
+    fold = np.array([fold_of(s.qid, folds) for s in searches])
+    combined: list[np.ndarray] = []
+    for i, s in enumerate(searches):
+        k = int(fold[i])
+        if k in hybrid.folds and k in vector.folds and s.matrix.shape[0]:
+            combined.append(np.maximum(hybrid.folds[k].predict(s.matrix), vector.folds[k].predict(s.matrix)))
+        else:
+            combined.append(np.zeros(s.matrix.shape[0]))
+    p, y, w, groups = _flat(searches, combined)
+    iso = _isotonic(p, y, w)
+    row_fold = fold[groups]
     honest = np.zeros(len(y))
+    maps: dict[int, tuple[list[float], list[float]]] = {}
     for k in range(folds):
-        train, test = fold != k, fold == k
+        train, test = row_fold != k, row_fold == k
         if test.any():
-            fx, fy = _isotonic(combined[train], y[train], w[train])
-            honest[test] = _interp(combined[test], fx, fy)
-    per_search: dict[int, np.ndarray] = {}
-    for g in np.unique(groups).tolist():
-        per_search[g] = honest[groups == g]
+            maps[k] = _isotonic(p[train], y[train], w[train])
+            honest[test] = _interp(p[test], *maps[k])
+    per_search = {i: _interp(combined[i], *maps[int(fold[i])]) for i in range(len(searches)) if int(fold[i]) in maps}
     return iso, _report("hybrid", searches, groups, honest, y, w, folds), per_search
-def reliability(p: np.ndarray, y: np.ndarray) -> list[dict[str, float]]:
+
+
+def reliability(p: np.ndarray, y: np.ndarray) -> list[dict[str, Any]]:
     """Reliability bins: per confidence bin, how many hits, their mean confidence and the share relevant."""
     out = []
     for low, high in zip(BINS[:-1], BINS[1:], strict=True):
@@ -549,9 +582,12 @@ def documents_archived(external_ids: set[str]) -> Iterator[None]:
         ContentItem.objects.filter(id__in=ids).update(archived_at=None)
 
 
-def collected_dump(collected: Collected, path: Path) -> None:
-    """Every recorded search as arrays in one .npz file (offline study of features and fits)."""
-    arrays: dict[str, Any] = {"features": np.array(confidence.FEATURES)}
+def collected_dump(collected: Collected, path: Path, *, model: str = "", language: str = "",
+                   dataset: str = "") -> None:
+    """Every recorded search as arrays in one .npz file (``evaluate --from-dump`` refits from it)."""
+    arrays: dict[str, Any] = {"features": np.array(confidence.FEATURES),
+                              "info": np.array(json.dumps({"model": model, "language": language,
+                                                           "dataset": dataset}))}
     for i, s in enumerate(collected.searches):
         arrays[f"m{i}"] = s.matrix
         arrays[f"r{i}"] = s.relevant
@@ -562,8 +598,16 @@ def collected_dump(collected: Collected, path: Path) -> None:
     np.savez_compressed(path, **arrays)
 
 
+def dump_info(path: Path) -> dict[str, str]:
+    """What a dump was recorded with (model, language, dataset; empty for older dumps)."""
+    data = np.load(path, allow_pickle=False)
+    return json.loads(str(data["info"])) if "info" in data else {}
+
+
 def collected_load(path: Path) -> Collected:
     data = np.load(path, allow_pickle=False)
+    if "features" in data and tuple(data["features"].tolist()) != confidence.FEATURES:
+        raise ValueError("it was recorded with other features than the engine's; record it again")
     out = Collected()
     for i, meta in enumerate(data["meta"].tolist()):
         m = json.loads(meta)

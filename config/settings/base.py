@@ -271,6 +271,9 @@ SEARCH: dict[str, Any] = {
     # The English lane (search.engine.english): a second embedder re-scores English searches' candidates
     # ("local": all-MiniLM-L6-v2, offline), at the weight lane_weights.json holds for it; "off" turns it off.
     "ENGLISH_LANE": env.env_choice("SEARCH_ENGLISH_LANE", "local", ("local", "off")),
+    # Below this many chunk vectors the vector lane's background (search.engine.background) is not estimated:
+    # a hit's confidence then rests on the words alone (the fitted models never saw so small a corpus).
+    "BACKGROUND_MIN_CHUNKS": env.env_int("SEARCH_BACKGROUND_MIN_CHUNKS", 200, minimum=1),
     "HNSW_EF_SEARCH": env.env_int("SEARCH_HNSW_EF_SEARCH", 100, minimum=10, maximum=1000),
     "HNSW_MAX_SCAN_TUPLES": env.env_int("SEARCH_HNSW_MAX_SCAN_TUPLES", 20000, minimum=100),
     "QUERY_EMBED_MAX_CHARS": 24000,

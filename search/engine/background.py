@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from django.conf import settings
 
 from search.engine.reads import read_connection
 
@@ -73,10 +74,12 @@ _samples: dict[tuple[str, str, str], _Sample] = {}
 
 
 def query_background(vector: list[float], *, model: str, dims: int, newest_chunk_id: int) -> QueryBackground | None:
-    """The query's cosine mean and spread over the active space's chunks (None when the space holds no
-    vectors). ``newest_chunk_id``: the newest chunk id the lane's statement saw (for freshness)."""
+    """The query's cosine mean and spread over the active space's chunks (None when the space holds fewer
+    than ``SEARCH_BACKGROUND_MIN_CHUNKS`` vectors: so few cosines say nothing of how far a hit stands out, and
+    confidence then rests on the words alone). ``newest_chunk_id``: the newest chunk id the lane's statement
+    saw (for freshness)."""
     sample = _sample(model, dims, newest_chunk_id)
-    if sample is None:
+    if sample is None or sample.chunks < int(settings.SEARCH["BACKGROUND_MIN_CHUNKS"]):
         return None
     q = np.asarray(vector, dtype=np.float64)
     norm = float(np.linalg.norm(q))
@@ -114,7 +117,7 @@ def _take(model: str, dims: int, newest_chunk_id: int) -> _Sample | None:
     with reader.cursor() as cursor:
         cursor.execute("SELECT min(id), max(id) FROM search_chunk WHERE embedding_model = %s", [model])
         low, high = cursor.fetchone() or (None, None)
-        if low is None:
+        if low is None or high is None:
             return None
         span = int(high) - int(low) + 1
         if span <= SAMPLE * 3 // 2:

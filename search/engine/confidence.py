@@ -6,10 +6,19 @@ its title holds one, and where its scores stand in this query's distributions (t
 the vector lane's background over the whole corpus: ``search.engine.background``). Raw cosines are useless for
 this (a made-up word scores like a real question); how far a hit stands out is not.
 
-The estimate is a logistic model per (embedding model, language, head), mapped through an isotonic
-calibration, both fitted by ``manage.py evaluate --calibrate`` on judged dev sets (in-collection questions,
-and off-collection ones: another dataset's questions and made-up words, all of whose hits are not relevant)
-and stored in ``confidence.json`` beside ``lane_weights.json``. The head is the set of lanes the search ran:
+The estimate has two stages per (embedding model, language, head), both logistic models: how likely the
+knowledge base answers this query at all (``answerable``, from the query-level features and the first
+``TOP_K`` candidates' own, ``QUERY_FEATURES``), times how likely this candidate is an answer to a query that
+is answered (from its own features). The product goes through an isotonic calibration. All are fitted by
+``manage.py evaluate --calibrate`` on judged dev sets (in-collection questions, and off-collection ones:
+another dataset's questions, questions whose answers were taken out, made-up words; none of their hits is
+relevant) and stored in ``confidence.json`` beside ``lane_weights.json``. Measured on the Arabic dev set, the
+first stage is what tells "nothing here" apart: at the same share of questions answered it leaves 98 % of
+another dataset's questions unanswered where one per-hit model left 87 %.
+
+The hit stage sees nothing of a candidate's rank: two candidates with the same evidence get the same
+confidence, so 23 items that hold the searched word in their titles alike are all kept or all left out, never
+the first page of them. The head is the set of lanes the search ran:
 ``hybrid`` (both), ``lexical`` (the vector lane was left out, failed, or the search is lexical) or ``vector``
 (similar_to, a vector search). A query's languages weigh the per-language models by the detector's posterior
 (``search.text.language``), so an ambiguous query gets the mean of its languages' estimates. A model the table
@@ -75,9 +84,45 @@ HEAD_FEATURES: dict[Head, tuple[str, ...]] = {
     "lexical": tuple(f for f in FEATURES if f not in _VECTOR),
     "vector": tuple(f for f in FEATURES if f not in _LEXICAL),
 }
+# What the hit stage may not use: ranks (where a candidate stands says nothing of it that its scores do not
+# say, and would make equal candidates unequal), and the query-level features (the answerable stage's: how
+# many candidates hold every word, or how far the first is ahead, says whether the query is answered, not
+# which of several equal candidates answers it).
+NOT_HIT_EVIDENCE = frozenset({"lex_rr", "vec_rr", *(name for name in FEATURES if name.startswith("q_"))})
+# The answerable stage reads the query-level features and these first candidates' own features.
+TOP_K = 1
+QUERY_FEATURES: tuple[str, ...] = (
+    *(f"top{i}_{name}" for i in range(1, TOP_K + 1) for name in FEATURES if not name.startswith("q_")),
+    *(name for name in FEATURES if name.startswith("q_")),
+)
 # A vector hit that stands out of the corpus by more than this many standard deviations is capped (the
 # fitted models saw nothing beyond it).
 Z_CAP = 12.0
+
+
+def hit_features(head: Head) -> tuple[str, ...]:
+    """The features the hit stage of ``head`` reads."""
+    return tuple(f for f in HEAD_FEATURES[head] if f not in NOT_HIT_EVIDENCE)
+
+
+def answerable_features(head: Head) -> tuple[str, ...]:
+    """The query features the answerable stage of ``head`` reads: those of its lanes."""
+    allowed = set(HEAD_FEATURES[head])
+    return tuple(q for q in QUERY_FEATURES if q.split("_", 1)[-1] in allowed or q in allowed)
+
+
+def query_features(matrix: FloatArray) -> FloatArray:
+    """The ``QUERY_FEATURES`` row of a search from its candidates' ``FEATURES`` matrix (best first): the first
+    ``TOP_K`` candidates' own features (zeros where there are fewer) and the query-level ones."""
+    own = [i for i, name in enumerate(FEATURES) if not name.startswith("q_")]
+    shared = [i for i, name in enumerate(FEATURES) if name.startswith("q_")]
+    top = np.zeros((TOP_K, len(own)))
+    rows = min(TOP_K, matrix.shape[0])
+    if rows:
+        top[:rows] = matrix[:rows][:, own]
+    head = matrix[0, shared] if matrix.shape[0] else np.zeros(len(shared))
+    out: FloatArray = np.concatenate([top.ravel(), head])[None, :]
+    return out
 
 
 @dataclass(frozen=True)
@@ -215,8 +260,9 @@ def _capped(z: float) -> float:
 
 @dataclass(frozen=True)
 class HeadModel:
-    """A logistic model over named features, then an isotonic map of its probability (``xs`` → ``ys``,
-    increasing; linear between the points)."""
+    """A logistic model over named candidate features, times the ``answerable`` stage's probability for the
+    search (a logistic model over named ``QUERY_FEATURES``) when there is one, then an isotonic map of the
+    product (``xs`` → ``ys``, increasing; linear between the points)."""
 
     features: tuple[str, ...]
     coef: tuple[float, ...]
@@ -230,14 +276,19 @@ class HeadModel:
     floor: str = ""
     floor_xs: tuple[float, ...] = ()
     floor_ys: tuple[float, ...] = ()
+    answerable: HeadModel | None = None
+    # "hit": the features are FEATURES (one row per candidate); "query": QUERY_FEATURES (one row per search).
+    space: str = "hit"
     _columns: tuple[int, ...] = field(default=(), compare=False)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> HeadModel:
+    def from_json(cls, data: dict[str, Any], *, space: str = "hit") -> HeadModel:
         names = tuple(str(n) for n in data["features"])
-        unknown = [n for n in names if n not in FEATURES]
+        known = FEATURES if space == "hit" else QUERY_FEATURES
+        unknown = [n for n in names if n not in known]
         if unknown:
             raise ValueError(f"confidence table names unknown features {unknown}; refit with evaluate --calibrate")
+        answerable = data.get("answerable")
         return cls(
             features=names,
             coef=tuple(float(c) for c in data["coef"]),
@@ -249,7 +300,9 @@ class HeadModel:
             floor=str(data.get("floor", {}).get("head", "")),
             floor_xs=tuple(float(x) for x in data.get("floor", {}).get("x", ())),
             floor_ys=tuple(float(y) for y in data.get("floor", {}).get("y", ())),
-            _columns=tuple(FEATURES.index(n) for n in names),
+            answerable=cls.from_json(answerable, space="query") if answerable else None,
+            space=space,
+            _columns=tuple(known.index(n) for n in names),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -264,15 +317,28 @@ class HeadModel:
         if self.floor:
             data["floor"] = {"head": self.floor, "x": [round(x, 6) for x in self.floor_xs],
                              "y": [round(y, 6) for y in self.floor_ys]}
+        if self.answerable is not None:
+            data["answerable"] = self.answerable.to_json()
+            del data["answerable"]["isotonic"]
         return data
 
-    def raw(self, matrix: FloatArray) -> FloatArray:
-        """The logistic model's probability for each row of a ``FEATURES`` matrix."""
-        columns = self._columns or tuple(FEATURES.index(n) for n in self.features)
+    def logistic(self, matrix: FloatArray) -> FloatArray:
+        """This model's own logistic probability for each row of a matrix of its space."""
+        known = FEATURES if self.space == "hit" else QUERY_FEATURES
+        columns = self._columns or tuple(known.index(n) for n in self.features)
         x = (matrix[:, columns] - np.asarray(self.mean)) / np.asarray(self.scale)
         logits = x @ np.asarray(self.coef) + self.intercept
         result: FloatArray = 1.0 / (1.0 + np.exp(-np.clip(logits, -40.0, 40.0)))
         return result
+
+    def raw(self, matrix: FloatArray) -> FloatArray:
+        """Before the isotonic map: each candidate's probability (rows of a ``FEATURES`` matrix, best first: the
+        whole search, since the answerable stage reads its first candidates) times the search's answerable
+        probability."""
+        p = self.logistic(matrix)
+        if self.answerable is not None and matrix.shape[0]:
+            p = p * float(self.answerable.logistic(query_features(matrix))[0])
+        return p
 
     def predict(self, matrix: FloatArray) -> FloatArray:
         p = self.raw(matrix)
@@ -330,12 +396,14 @@ def _parse(data: dict[str, Any]) -> dict[tuple[str, str, str], HeadModel]:
 
 def head_model(model: str, code: str, head: Head, *, path: Path | None = None) -> HeadModel | None:
     """The fitted model of (embedding model, language, head): the model's own for that language, else the
-    model's pooled one (``*``), else the table's default for that language, else its pooled default."""
+    model's pooled one (``*``), else the table's default for that language, else its pooled default; for a
+    hybrid or vector search that none of these knows, the lexical head found the same way."""
     parsed: dict[tuple[str, str, str], HeadModel] = table(path)["parsed"]
     for key in ((model, code, head), (model, "*", head), ("*", code, head), ("*", "*", head)):
         if key in parsed:
             return parsed[key]
-    return None
+    # A model nobody could fit (OpenAI's): its hits are judged by their words, the lexical head's.
+    return head_model(model, code, "lexical", path=path) if head != "lexical" else None
 
 
 def known_languages(model: str, *, path: Path | None = None) -> tuple[str, ...]:

@@ -269,7 +269,8 @@ def _run_lanes(
         try:
             outcome = lexical.lexical_search(parsed=parsed, corpus=corpus, items_sql=items_sql, limit=plan.depth)
         except BaseException:
-            wait([f for f in (pending, english_pending) if f is not None])  # never leave a lane running
+            running: list[Future[Any]] = [f for f in (pending, english_pending) if f is not None]
+            wait(running)  # never leave a lane running behind an error
             raise
         timings["lexical_ms"] = (time.perf_counter() - t) * 1000
     reads = _PageReads(parsed, outcome.expansions)
@@ -418,11 +419,11 @@ def _fuse(
     lists = [lex_scored, vec_scored]
     weights = [settings.SEARCH["LEXICAL_WEIGHT"], vector_weight]
     if english_lane is not None:  # a third opinion on the same candidates (search.engine.english)
-        scores = english.english_scores(
+        by_chunk = english.english_scores(
             english_lane.vector, provider=english_lane.provider, chunk_ids=[c.chunk_id for c in candidates.values()]
         )
         english_scored = sorted(
-            ((key, scores[c.chunk_id]) for key, c in candidates.items() if c.chunk_id in scores),
+            ((key, by_chunk[c.chunk_id]) for key, c in candidates.items() if c.chunk_id in by_chunk),
             key=lambda pair: -pair[1],
         )
         if english_scored:

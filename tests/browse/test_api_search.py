@@ -49,10 +49,10 @@ def test_a_search_answers_results_count_facets_and_paging(client: Client, corpus
 
 def test_cursor_paging_walks_the_results(client: Client, corpus: None) -> None:
     # given
-    first = post(client, {"query": "price", "limit": 1}).json()
+    first = post(client, {"query": "price", "limit": 1, "threshold": 0}).json()
     assert first["next_cursor"]
     # when
-    second = post(client, {"query": "price", "limit": 1, "cursor": first["next_cursor"]}).json()
+    second = post(client, {"query": "price", "limit": 1, "threshold": 0, "cursor": first["next_cursor"]}).json()
     # then
     assert second["results"][0]["id"] != first["results"][0]["id"]
     assert second["count"] == first["count"]

@@ -145,7 +145,10 @@ def test_partial_and_degraded_results_say_so(client: Client, corpus: None, monke
     monkeypatch.setattr("search.engine.vector.query_embedding", unavailable)
     # when
     html = client.get("/browse?q=pricing+zebra").content.decode()
-    # then
+    # then no item is a close match, and the page says why the answer may be thin
+    assert 'id="no-close-match"' in html and "Meaning-based search is unavailable" in html
+    # and the nearest items, asked for, are partial matches that say so
+    html = client.get("/browse?q=pricing+zebra&nearest=1").content.decode()
     assert "No result holds every word of your search" in html
     assert "Meaning-based search is unavailable" in html
     # and the card says which word it lacks

@@ -50,11 +50,18 @@ class Command(BaseCommand):
                                  "subjects of Arabic or French paragraphs; benchmarks/crosslingual.py)")
         parser.add_argument("--dump", type=Path, default=None,
                             help="write the recorded confidence features of every search to this .npz file")
+        parser.add_argument("--from-dump", type=Path, default=None,
+                            help="fit the confidence models from a --dump file instead of running the searches "
+                                 "again (with --model and --language when the file does not name them)")
+        parser.add_argument("--model", default=None, help="with --from-dump: the embedding model it was recorded with")
         parser.add_argument("--max-queries", type=int, default=None)
         parser.add_argument("--json", action="store_true", help="last line of output: one JSON object")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         source = opts["dataset"]
+        if opts["from_dump"]:
+            self._refit(opts)
+            return
         try:
             if opts["cross_lingual"]:
                 derived = Path(tempfile.mkdtemp(prefix="kb-crosslingual-"))
@@ -117,7 +124,8 @@ class Command(BaseCommand):
         collected = self._collect(dataset, language, opts["dataset"], cross_lingual=opts["cross_lingual"])
         out: dict[str, Any] = {}
         if opts["dump"]:
-            calibration.collected_dump(collected, opts["dump"])
+            calibration.collected_dump(collected, opts["dump"], model=model, language=language,
+                                       dataset=dataset.corpus.parent.name)
             self.stderr.write(f"wrote {len(collected.searches)} recorded searches to {opts['dump']}")
         if opts["calibrate"] or opts["fit_confidence"]:
             fitted = calibration.table_fit(collected, model=model, language=language,
@@ -133,6 +141,30 @@ class Command(BaseCommand):
             self.stderr.write("abstention with the stored table:")
             self.stderr.write(calibration.describe_abstention(out["abstention"]))
         return out
+
+    def _refit(self, opts: dict[str, Any]) -> None:
+        """Fit the confidence table from recorded searches (``--dump`` of an earlier run), and report."""
+        try:
+            collected, info = calibration.collected_load(opts["from_dump"]), calibration.dump_info(opts["from_dump"])
+        except (OSError, ValueError, KeyError) as exc:
+            raise CommandError(f"--from-dump: cannot read {opts['from_dump']}: {exc}") from exc
+        model, language = opts["model"] or info.get("model"), opts["language"] or info.get("language")
+        if not model or not language:
+            raise CommandError("--from-dump: this file does not name its model and language; "
+                               "give --model and --language")
+        fitted = calibration.table_fit(collected, model=model, language=language,
+                                       dataset=info.get("dataset") or opts["dataset"].name)
+        self.stderr.write(f"recorded confidence models for {model} in {language} ({confidence.table_path()})")
+        out = {"confidence_fit": fitted["fit"], "abstention": calibration.abstention(collected, model=model,
+                                                                                     language=language)}
+        if "abstention_cross_validated" in fitted:
+            out["abstention_cross_validated"] = fitted["abstention_cross_validated"]
+            self.stderr.write("abstention, cross-validated (each question scored by models fitted without it):")
+            self.stderr.write(calibration.describe_abstention(fitted["abstention_cross_validated"]))
+        self.stderr.write("abstention with the stored table:")
+        self.stderr.write(calibration.describe_abstention(out["abstention"]))
+        if opts["json"]:
+            self.stdout.write(json.dumps({"model": model, "language": language, **out}))
 
     def _collect(
         self, dataset: evaluation.Dataset, language: str, source: Path, *, cross_lingual: bool
@@ -189,57 +221,45 @@ class Command(BaseCommand):
     def _calibrate(
         self, dataset: evaluation.Dataset, model: str, language: str, results: dict[str, Any], threshold: float
     ) -> dict[str, Any]:
-        """Hybrid at each weight; the best nDCG@10 (the smaller weight on a tie) goes into the table."""
+        """The vector lane's weight, then the English lane's (search.engine.english) with the vector lane at its
+        recorded weight: each sweep's best hybrid nDCG@10 goes into the table (the smaller weight on a tie)."""
+        measured = {"lexical": results["lexical"]["ndcg@10"], "vector": results["vector"]["ndcg@10"]}
+        tried = self._sweep(dataset, model, language, CALIBRATION_WEIGHTS, "hybrid", threshold, measured)
+        provider = english.english_provider()
+        if provider is not None and provider.name != model and language in english.LANGUAGES:
+            tried.update(self._sweep(dataset, english.lane_key(provider), language, ENGLISH_WEIGHTS, "english",
+                                     threshold, {}))
+        return tried
+
+    def _sweep(
+        self,
+        dataset: evaluation.Dataset,
+        key: str,
+        language: str,
+        weights: tuple[float, ...],
+        name: str,
+        threshold: float,
+        measured: dict[str, float],
+    ) -> dict[str, Any]:
+        """Hybrid with lane ``key`` at each of ``weights`` in ``language``; records the best in lane_weights.json
+        (0: the lane does not run) with every figure tried beside ``measured``."""
         tried: dict[str, Any] = {}
-        for weight in CALIBRATION_WEIGHTS:
-            with lane_weights.weight_override(model=model, code=language, weight=weight):
-                tried[f"hybrid@{weight}"] = self._run(
-                    dataset, f"hybrid@{weight}", evaluation.engine_search("hybrid", threshold=threshold)
+        for weight in weights:
+            with lane_weights.weight_override(model=key, code=language, weight=weight):
+                tried[f"{name}@{weight}"] = self._run(
+                    dataset, f"{name}@{weight}", evaluation.engine_search("hybrid", threshold=threshold)
                 )
-        best = max(CALIBRATION_WEIGHTS, key=lambda w: (tried[f"hybrid@{w}"]["ndcg@10"], -w))
+        best = max(weights, key=lambda w: (tried[f"{name}@{w}"]["ndcg@10"], -w))
         lane_weights.table_update(
-            model=model,
+            model=key,
             code=language,
             weight=best,
             measured={
                 "dataset": dataset.corpus.parent.name,
                 "queries": len(dataset.queries),
                 "measured_on": timezone.now().date().isoformat(),
-                "ndcg@10": {
-                    "lexical": results["lexical"]["ndcg@10"],
-                    "vector": results["vector"]["ndcg@10"],
-                    **{name: r["ndcg@10"] for name, r in tried.items()},
-                },
+                "ndcg@10": {**measured, **{label: r["ndcg@10"] for label, r in tried.items()}},
             },
         )
-        self.stderr.write(f"recorded vector weight {best} for {model} in {language} ({lane_weights.TABLE_PATH})")
-        tried.update(self._calibrate_english(dataset, model, language, threshold))
-        return tried
-
-    def _calibrate_english(
-        self, dataset: evaluation.Dataset, model: str, language: str, threshold: float
-    ) -> dict[str, Any]:
-        """The English lane's weight (search.engine.english), with the vector lane at its recorded weight: the
-        best hybrid nDCG@10 goes into the table under ``english:<model>`` (0: the lane does not run)."""
-        provider = english.english_provider()
-        if provider is None or provider.name == model or language not in english.LANGUAGES:
-            return {}
-        key = english.lane_key(provider)
-        tried: dict[str, Any] = {}
-        for weight in ENGLISH_WEIGHTS:
-            with lane_weights.weight_override(model=key, code=language, weight=weight):
-                tried[f"english@{weight}"] = self._run(
-                    dataset, f"english@{weight}", evaluation.engine_search("hybrid", threshold=threshold)
-                )
-        best = max(ENGLISH_WEIGHTS, key=lambda w: (tried[f"english@{w}"]["ndcg@10"], -w))
-        lane_weights.table_update(
-            model=key, code=language, weight=best,
-            measured={
-                "dataset": dataset.corpus.parent.name,
-                "queries": len(dataset.queries),
-                "measured_on": timezone.now().date().isoformat(),
-                "ndcg@10": {name: r["ndcg@10"] for name, r in tried.items()},
-            },
-        )
-        self.stderr.write(f"recorded English lane weight {best} for {key} in {language}")
+        self.stderr.write(f"recorded lane weight {best} for {key} in {language} ({lane_weights.TABLE_PATH})")
         return tried

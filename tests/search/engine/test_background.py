@@ -17,10 +17,20 @@ STAFF = Principal(kind="staff", all_content=True)
 
 
 @pytest.fixture(autouse=True)
-def _fresh():
+def _fresh(settings):
+    # these corpora are small: estimate their background anyway (the product needs BACKGROUND_MIN_CHUNKS)
+    settings.SEARCH = {**settings.SEARCH, "BACKGROUND_MIN_CHUNKS": 1}
     background.background_forget()
     yield
     background.background_forget()
+
+
+def test_a_corpus_smaller_than_the_minimum_has_no_background(settings) -> None:
+    make_item(title="Alpha", body="Quay number one, tides and ropes.")
+    build()
+    settings.SEARCH = {**settings.SEARCH, "BACKGROUND_MIN_CHUNKS": 200}
+    query = vector.query_embedding("tides")
+    assert background.query_background(list(query), model=vector.lane_model(), dims=384, newest_chunk_id=0) is None
 
 
 def _all_vectors() -> np.ndarray:

@@ -110,7 +110,10 @@ def test_lookup_falls_back_from_the_model_and_language_to_the_default(tmp_path):
     assert confidence.head_model("m", "en", "lexical", path=table).intercept == 2.0
     assert confidence.head_model("m", "fr", "lexical", path=table).intercept == -2.0  # default's French
     assert confidence.head_model("other", "ar", "lexical", path=table).intercept == 0.0  # pooled default
-    assert confidence.head_model("m", "en", "vector", path=table) is None
+    # a head nobody fitted (a model only the default knows) is judged by its words: the lexical head
+    assert confidence.head_model("m", "en", "vector", path=table).intercept == 2.0
+    assert confidence.head_model("other", "fr", "hybrid", path=table).intercept == -2.0
+    assert confidence.head_model("m", "en", "lexical", path=tmp_path / "none.json") is None
 
 
 def test_a_query_of_two_languages_gets_the_mean_of_their_models(tmp_path):

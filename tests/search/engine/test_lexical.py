@@ -199,6 +199,7 @@ def test_a_query_whose_words_have_no_title_form_searches_the_body_instead_of_fai
     make_item(title="Unrelated", body="Harbour logistics.")
     build()
     # when
-    result = retrieve(query=RetrievalQuery(text="les", mode=mode))  # the default floor: a vector-only neighbour is not an answer
+    # (at the default floor: a neighbour only the vector lane found is not an answer)
+    result = retrieve(query=RetrievalQuery(text="les", mode=mode))
     # then
     assert titles(result) == ["Les Misérables"]
