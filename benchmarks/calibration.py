@@ -66,14 +66,18 @@ class Searched:
     kind: str
     head: str
     matrix: np.ndarray
-    relevant: np.ndarray  # bool per candidate: what the fit learns (the judged answers and their siblings)
+    relevant: np.ndarray  # bool per candidate: its judged answers (known-item and keyword questions: by title)
     judged: int  # how many relevant documents the question has in the searched corpus
-    strict: np.ndarray | None = None  # bool per candidate: the judged answers only (None: same as relevant)
+    # Dumps of earlier versions: ``relevant`` also counted paragraphs of the same article, and this held the
+    # judged answers alone. The fit and the figures read ``answers``, the judged ones.
+    strict: np.ndarray | None = None
     docs: tuple[str, ...] = ()  # the candidates' document ids
 
     @property
     def answers(self) -> np.ndarray:
-        """The judged answers among the candidates (what "answered" is measured on)."""
+        """The judged answers among the candidates: what the fit learns and "answered" is measured on (fitting
+    on a Wikipedia article's other paragraphs as well made 0.9 mean 0.35 against the judgements in Arabic,
+    and mean different things in English, whose titles are unique)."""
         return self.relevant if self.strict is None else self.strict
 
 
@@ -261,27 +265,6 @@ def run_recorded(
     return out
 
 
-def sibling_relevance(dataset: Dataset) -> Callable[[str], set[str]]:
-    """A question's judged answers and every document of the same title as one of them: a Wikipedia article's
-    other paragraphs are about what the question asks (the dev sets judge one paragraph, the one the question was
-    written from). Titles that are unique (SciFact) add nothing."""
-    titles: dict[str, str] = {}
-    with dataset.corpus.open(encoding="utf-8") as handle:
-        for line in handle:
-            data = json.loads(line)
-            titles[str(data["_id"])] = " ".join(str(data.get("title") or "").split())
-    by_title: dict[str, set[str]] = defaultdict(set)
-    for doc, title in titles.items():
-        if title:
-            by_title[title].add(doc)
-
-    def relevant(qid: str) -> set[str]:
-        judged = {d for d, rel in dataset.qrels.get(qid, {}).items() if rel > 0}
-        return judged | {s for d in judged for s in by_title.get(titles.get(d, ""), set())}
-
-    return relevant
-
-
 # --- the fit ---
 
 
@@ -363,13 +346,13 @@ def _two_stage(searches: list[Searched], head: str, chosen: np.ndarray) -> confi
     weights = _search_weights(searches)
     picked = [i for i in np.flatnonzero(chosen).tolist() if searches[i].matrix.shape[0]]
     queries = np.vstack([confidence.query_features(searches[i].matrix) for i in picked])
-    answered = np.array([bool(searches[i].relevant[:FIT_DEPTH].any()) for i in picked])
+    answered = np.array([bool(searches[i].answers[:FIT_DEPTH].any()) for i in picked])
     if answered.all() or not answered.any():
         raise ValueError(f"the {head} head needs answered and unanswered questions to fit")
     answerable = _logistic_model(confidence.answerable_features(head), "query", queries, answered,  # type: ignore[arg-type]
                                  weights[picked])
     rows = [searches[i].matrix[:FIT_DEPTH] for i, a in zip(picked, answered, strict=True) if a]
-    labels = [searches[i].relevant[:FIT_DEPTH] for i, a in zip(picked, answered, strict=True) if a]
+    labels = [searches[i].answers[:FIT_DEPTH] for i, a in zip(picked, answered, strict=True) if a]
     hits = _logistic_model(confidence.hit_features(head), "hit", np.vstack(rows), np.concatenate(labels),  # type: ignore[arg-type]
                            np.ones(sum(len(y) for y in labels)))
     return replace(hits, answerable=answerable)
@@ -383,7 +366,7 @@ def _flat(searches: list[Searched], values: list[np.ndarray]) -> tuple[np.ndarra
     for g, (s, v) in enumerate(zip(searches, values, strict=True)):
         depth = min(FIT_DEPTH, s.matrix.shape[0])
         ps.append(v[:depth])
-        ys.append(s.relevant[:depth])
+        ys.append(s.answers[:depth])
         ws.append(np.full(depth, weights[g]))
         gs.append(np.full(depth, g))
     return np.concatenate(ps), np.concatenate(ys), np.concatenate(ws), np.concatenate(gs)
@@ -628,7 +611,7 @@ def table_fit(collected: Collected, *, model: str, language: str, dataset: str) 
     fits: dict[str, HeadFit] = {}
     for head in HEADS_RUN:
         searches = collected.of(head=head)
-        if any(s.relevant.any() for s in searches):
+        if any(s.answers.any() for s in searches):
             fits[head] = head_fit(searches, head)
     reports: dict[str, Any] = {head: fit.report.__dict__ for head, fit in fits.items()}
     heads = {head: fit.model for head, fit in fits.items()}

@@ -180,7 +180,6 @@ class Command(BaseCommand):
         def nothing(qid: str) -> set[str]:
             return set()
 
-        siblings = calibration.sibling_relevance(dataset)
 
         off = {} if cross_lingual else {
             "other_language": calibration.other_language_queries(source),
@@ -191,7 +190,7 @@ class Command(BaseCommand):
         for head in calibration.HEADS_RUN:
             with progress_bar(self, total=len(dataset.queries), desc=f"confidence in/{head}") as update:
                 collected.searches += calibration.run_recorded(
-                    dataset.queries, kind="in", mode=head, relevant_of=siblings, judged_of=judged, progress=update
+                    dataset.queries, kind="in", mode=head, relevant_of=judged, progress=update
                 )
             with progress_bar(self, total=len(titles), desc=f"confidence known_item/{head}") as update:
                 collected.searches += calibration.run_recorded(
