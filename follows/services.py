@@ -89,6 +89,11 @@ def _require_user(owner: Any) -> int:
     return user_id
 
 
+def threshold() -> float:
+    """The confidence floor of a run's hits (``FOLLOW_THRESHOLD``, the site's by default)."""
+    return float(getattr(settings, "FOLLOW_THRESHOLD", SITE_THRESHOLD))
+
+
 def top_n() -> int:
     """How many items a run considers (``FOLLOW_TOP_N``), within the engine's page limit."""
     return max(1, min(MAX_LIMIT, int(getattr(settings, "FOLLOW_TOP_N", 50))))
@@ -332,7 +337,7 @@ def _ranked_item_ids(principal: Principal, text: str, filters: SearchFilters) ->
     if text:
         result = retrieve(query=RetrievalQuery(
             text=text, principal=principal, corpus="live", filters=filters, limit=top_n(),
-            threshold=SITE_THRESHOLD, tool="follow_run",
+            threshold=threshold(), tool="follow_run",
         ))
         return [hit.item_id for hit in result.hits if not hit.closed], bool(result.degraded)
     page = items_list(principal=principal, filters=filters, sort="newest", limit=top_n(), corpus="live")

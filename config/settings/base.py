@@ -270,7 +270,7 @@ SEARCH: dict[str, Any] = {
     "PREVIEW_BUDGET_MIN_CHUNKS": env.env_int("SEARCH_PREVIEW_BUDGET_MIN_CHUNKS", 20_000, minimum=0),
     # The English lane (search.engine.english): a second embedder re-scores English searches' candidates
     # ("local": all-MiniLM-L6-v2, offline), at the weight lane_weights.json holds for it; "off" turns it off.
-    "ENGLISH_LANE": env.env_choice("SEARCH_ENGLISH_LANE", "local", ("local", "off")),
+    "ENGLISH_LANE": env.env_choice("SEARCH_ENGLISH_LANE", "off", ("local", "off")),
     # Below this many chunk vectors the vector lane's background (search.engine.background) is not estimated:
     # a hit's confidence then rests on the words alone (the fitted models never saw so small a corpus).
     "BACKGROUND_MIN_CHUNKS": env.env_int("SEARCH_BACKGROUND_MIN_CHUNKS", 200, minimum=1),
@@ -326,6 +326,9 @@ if unknown_checks := sorted(set(READINESS_REQUIRED) - set(READINESS_CHECKS)):
 # --- Followed searches (follows app; docs/browse.md "Follow a search") ---
 # A run records at most this many items per follow: the top N by rank (the engine's page limit is 100).
 FOLLOW_TOP_N = env.env_int("FOLLOW_TOP_N", 50, minimum=1, maximum=100)
+# ... among the hits whose confidence reaches this floor (the site's, 0.35): a follow reports what the search
+# page would show, never the nearest noise of a search nothing matches.
+FOLLOW_THRESHOLD = env.env_float("FOLLOW_THRESHOLD", 0.35, minimum=0.0, maximum=1.0)
 # The e-mail digest after a run that found something new, for users who turned it on at /follows.
 FOLLOWS_DIGEST = env.env_bool("FOLLOWS_DIGEST", False)
 # Absolute links in e-mails (the digest): where the site is served.

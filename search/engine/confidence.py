@@ -87,8 +87,9 @@ HEAD_FEATURES: dict[Head, tuple[str, ...]] = {
 # What the hit stage may not use: ranks (where a candidate stands says nothing of it that its scores do not
 # say, and would make equal candidates unequal), and the query-level features (the answerable stage's: how
 # many candidates hold every word, or how far the first is ahead, says whether the query is answered, not
-# which of several equal candidates answers it).
-NOT_HIT_EVIDENCE = frozenset({"lex_rr", "vec_rr", *(name for name in FEATURES if name.startswith("q_"))})
+# which of several equal candidates answers it). The query's length stays: holding the one word typed makes
+# a match, holding every word of a long question less surely its answer.
+NOT_HIT_EVIDENCE = frozenset({"lex_rr", "vec_rr", *(n for n in FEATURES if n.startswith("q_") and n != "q_terms")})
 # The answerable stage reads the query-level features and these first candidates' own features.
 TOP_K = 1
 QUERY_FEATURES: tuple[str, ...] = (

@@ -19,8 +19,9 @@ pytestmark = pytest.mark.django_db
 OUTSIDER = "203.0.113.5"
 
 
-def post_search(client: Client, query: str, **extra: Any) -> Any:
-    return client.post("/api/search", json.dumps({"query": query}), content_type="application/json", **extra)
+def post_search(client: Client, query: str, threshold: float | None = None, **extra: Any) -> Any:
+    body: dict[str, Any] = {"query": query} if threshold is None else {"query": query, "threshold": threshold}
+    return client.post("/api/search", json.dumps(body), content_type="application/json", **extra)
 
 
 def test_metrics_are_exposed_to_loopback_in_prometheus_format(client: Client, corpus: Any) -> None:
@@ -96,7 +97,7 @@ def test_zero_result_and_degraded_searches_are_counted(client: Client, corpus: A
     # when
     post_search(client, "xylophone quasar")
     monkeypatch.setattr(vector.get_provider(), "embed", broken)
-    post_search(client, "pricing guide for tenders")
+    post_search(client, "pricing guide for tenders", threshold=0.0)  # degraded, not empty
     # then
     assert sample("kb_search_zero_results_total", surface="browse", tool="") == zero_before + 1
     assert (

@@ -14,6 +14,13 @@ from search.services import content
 from tests.factories import build, make_item
 
 
+@pytest.fixture(autouse=True)
+def _every_match(settings: Any) -> None:
+    """These tests are about what a run records, not about confidence: a run keeps every match (the floor is
+    pinned by test_a_follow_of_a_search_nothing_matches_records_nothing)."""
+    settings.FOLLOW_THRESHOLD = 0.0
+
+
 @pytest.fixture
 def reader(db: Any) -> Any:
     return get_user_model().objects.create_user("ada", "ada@example.com", "pw-ada-12345")

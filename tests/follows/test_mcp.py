@@ -48,11 +48,12 @@ def test_find_accepts_changed_since_and_refuses_a_bad_one(base_url: str, pricing
     fresh = publish("Pricing policy for frameworks", "The pricing policy for frameworks.")
 
     # when / then
-    since = mcp_call(base_url, "find", {"query": "pricing policy", "changed_since": cutoff.isoformat()})
+    since = mcp_call(base_url, "find", {"query": "pricing policy", "changed_since": cutoff.isoformat(),
+                                        "threshold": 0})
     assert not since.isError
     assert [h["item_id"] for h in since.structuredContent["results"]] == [fresh.pk]  # type: ignore[index]
     assert "changed_since=" in _text(since)
-    every = mcp_call(base_url, "find", {"query": "pricing policy",
+    every = mcp_call(base_url, "find", {"query": "pricing policy", "threshold": 0,
                                          "changed_since": (cutoff - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")})
     assert len(every.structuredContent["results"]) == 3  # type: ignore[index]
 

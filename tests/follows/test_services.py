@@ -295,3 +295,17 @@ def test_a_second_run_of_a_follow_in_progress_skips_it(reader: Any, pricing: dic
     assert not FollowItem.objects.filter(follow=follow).exists()
     assert services.follow_run(follow_id=follow.pk).new == 1
     assert FollowItem.objects.filter(follow=follow).count() == 1
+
+
+def test_a_follow_of_a_search_nothing_matches_records_nothing(
+    reader: Any, pricing: dict[str, Any], settings: Any
+) -> None:
+    # given the product's floor (the site's), and a follow of a word no item holds
+    settings.FOLLOW_THRESHOLD = 0.35
+    follow = services.follow_create(owner=reader, query="zanzibarquokka")
+    assert follow.shown == {}  # the nearest items are not what the search shows
+    # when unrelated items are published and the follow runs
+    publish("Catering menu", "Lunch options for the kick-off.")
+    outcome = services.follow_run(follow_id=follow.pk)
+    # then nothing is reported as new
+    assert outcome.new == 0 and _entries(follow) == []

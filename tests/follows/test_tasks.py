@@ -55,7 +55,7 @@ def test_a_real_worker_runs_the_follows_and_a_redelivery_changes_nothing(
     follow = services.follow_create(owner=reader, query="pricing policy")
     fresh = publish("Pricing policy for frameworks", "The pricing policy for frameworks.")
     queue = f"kbtest-{uuid.uuid4().hex[:8]}"
-    worker = workers(queue)
+    worker = workers(queue, FOLLOW_THRESHOLD="0")  # every match, as the other follows tests
 
     # when beat delivers the job twice (a redelivered message)
     sent = [follows_run_all_task.apply_async(queue=queue), follows_run_all_task.apply_async(queue=queue)]

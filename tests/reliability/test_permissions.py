@@ -456,23 +456,37 @@ def test_a_word_only_in_restricted_items_answers_like_a_word_that_exists_nowhere
         )
     ]
     assert outsiders == ["anonymous", "signed_in", "group_member", "api_key_group"]
+    def same_items(answer: Any) -> Any:
+        # The order of the same items may differ: the vector lane ranks them by each query's own vector (the
+        # two words differ by a letter), which depends on the query text and the readable items only.
+        if isinstance(answer, dict):
+            return {**answer, "ids": sorted(answer["ids"])}
+        return sorted(answer) if isinstance(answer, list) else answer
+
     for temperature, name in _passes(outsiders):
         caller = Caller(corpus.personas[name])
         for restricted, nowhere in EQUIVALENT:
             context = f"[{temperature}] {name} {restricted!r} vs {nowhere!r}"
             if name.startswith("api_key"):
-                audit.same("mcp find", caller.mcp_search(restricted), caller.mcp_search(nowhere), context)
+                audit.same("mcp find", same_items(caller.mcp_search(restricted)),
+                           same_items(caller.mcp_search(nowhere)), context)
                 continue
-            audit.same("api search", caller.browse_search(restricted), caller.browse_search(nowhere), context)
+            audit.same("api search", same_items(caller.browse_search(restricted)),
+                       same_items(caller.browse_search(nowhere)), context)
             audit.same("preview", caller.preview(restricted), caller.preview(nowhere), context)
             audit.same(
-                "page cards", caller.browse_page(restricted)[0], caller.browse_page(nowhere)[0], context
+                "page cards",
+                same_items(caller.browse_page(restricted)[0]),
+                same_items(caller.browse_page(nowhere)[0]),
+                context,
             )
             audit.same(
-                "graphql search", caller.graphql_search(restricted), caller.graphql_search(nowhere), context
+                "graphql search", same_items(caller.graphql_search(restricted)),
+                same_items(caller.graphql_search(nowhere)), context,
             )
             # /mcp ignores the session cookie: a signed-in browser calling it is anonymous there.
-            audit.same("mcp find", caller.mcp_search(restricted), caller.mcp_search(nowhere), context)
+            audit.same("mcp find", same_items(caller.mcp_search(restricted)),
+                       same_items(caller.mcp_search(nowhere)), context)
     audit.assert_clean()
     record(
         "permissions.restricted_word",
