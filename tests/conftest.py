@@ -3,10 +3,15 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _clear_cache():
-    """Each test starts with an empty cache (rate limits, query embeddings)."""
+    """Each test starts with an empty cache (rate limits, query embeddings) and no per-process statistics of
+    another test's corpus (the vector lane's background, the language shares)."""
     from django.core.cache import cache
 
+    from search.engine import background, lane_weights
+
     cache.clear()
+    background.background_forget()
+    lane_weights.corpus_language_shares_forget()
     yield
 
 

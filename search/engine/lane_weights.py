@@ -123,6 +123,11 @@ def corpus_language_shares(language_filter: str | None = None) -> tuple[tuple[st
     return shares
 
 
+def corpus_language_shares_forget() -> None:
+    """Read the knowledge base's language shares again at the next search (tests; a replaced corpus)."""
+    _shares.clear()
+
+
 @contextmanager
 def weight_override(*, model: str, code: str, weight: float) -> Iterator[None]:
     """Within the block, searches weigh the lane at ``weight`` for (model, language) (for calibration)."""

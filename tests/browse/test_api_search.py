@@ -92,7 +92,7 @@ def test_the_longest_query_is_accepted(client: Client, corpus: None) -> None:
 
 def test_limit_is_clamped_not_refused(client: Client, corpus: None) -> None:
     assert post(client, {"query": "price", "limit": 500}).status_code == 200
-    data = post(client, {"query": "price", "limit": 0}).json()
+    data = post(client, {"query": "price", "limit": 0, "threshold": 0}).json()
     assert len(data["results"]) == 1
 
 
@@ -111,7 +111,7 @@ def test_filters_apply_inside_the_search_not_after_a_cap(client: Client) -> None
     make_item(title="Legal note B", body="Another tender mention.", primary_domain="legal")
     build()
     # when
-    data = post(client, {"query": "tender", "limit": 20, "filters": {"domain": ["legal"]}}).json()
+    data = post(client, {"query": "tender", "limit": 20, "threshold": 0, "filters": {"domain": ["legal"]}}).json()
     # then
     assert sorted(r["title"] for r in data["results"]) == ["Legal note A", "Legal note B"]
     assert data["count"] == 2

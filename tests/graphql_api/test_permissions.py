@@ -10,7 +10,7 @@ from django.test import Client
 
 from tests.graphql_api.conftest import gql
 
-SEARCH = """query($corpus: Corpus) { search(input: {query: "harbour", limit: 50, corpus: $corpus}) {
+SEARCH = """query($corpus: Corpus) { search(input: {query: "harbour", limit: 50, corpus: $corpus, threshold: 0}) {
   totalCount hits { itemId item { id title } } } }"""
 NOTE_PATHS = """query($search: String) { notePaths(filter: {search: $search}) }"""
 ITEMS = """{ items(first: 100) { totalCount edges { node { id } } } }"""

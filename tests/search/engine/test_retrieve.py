@@ -269,7 +269,7 @@ def test_facets_count_the_fused_set():
     make_item(title="Two", body="lighthouse", primary_domain="marketing", content_type="policy")
     make_item(title="Three", body="lighthouse", primary_domain="pricing", content_type="guide")
     build()
-    result = retrieve(query=RetrievalQuery(text="lighthouse", with_facets=True, mode="lexical"))
+    result = retrieve(query=RetrievalQuery(text="lighthouse", with_facets=True, mode="lexical", threshold=0.0))
     assert result.facets["domain"] == {"marketing": 2, "pricing": 1}
     assert result.facets["content_type"] == {"guide": 2, "policy": 1}
 
@@ -279,7 +279,7 @@ def test_chunk_granularity_returns_passages_with_toc_path():
     body = "# Intro\n\nGeneral words.\n\n## Pricing\n\n" + "Our pelican pricing model. " * 5
     make_item(title="Handbook", body=body)
     build()
-    result = retrieve(query=RetrievalQuery(text="pelican", granularity="chunk", mode="lexical"))
+    result = retrieve(query=RetrievalQuery(text="pelican", granularity="chunk", mode="lexical", threshold=0.0))
     assert result.hits[0].toc_path == "Intro > Pricing"
     assert result.hits[0].chunk_id is not None
 
