@@ -54,15 +54,21 @@ def _body_too_large(request: HttpRequest) -> bool:
         return True
 
 
-def _nested_too_deeply(request: HttpRequest) -> bool:
-    """JSON nested past Python's recursion limit: the JSON parser would crash instead of answering."""
+def _unparseable(request: HttpRequest) -> str | None:
+    """Why the JSON body cannot be answered, for what the MCP server would crash on instead of answering:
+    nesting past Python's recursion limit, or a lone surrogate escape ("\\ud800": valid JSON, but no Unicode
+    text, so no reply quoting it can be written)."""
     try:
-        json.loads(request.body)
+        message = json.loads(request.body)
     except RecursionError:
-        return True
+        return "the JSON body is nested too deeply. Send one JSON-RPC message."
     except ValueError:  # other malformed JSON gets the MCP server's own parse error
-        return False
-    return False
+        return None
+    try:
+        json.dumps(message, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "the JSON body holds a lone surrogate escape (\\ud800-\\udfff), which is no Unicode text."
+    return None
 
 
 def guard(request: HttpRequest) -> HttpResponse | None:
@@ -80,8 +86,9 @@ def guard(request: HttpRequest) -> HttpResponse | None:
         return response
     if _body_too_large(request):
         return _refuse(413, f"Request body too large: at most {settings.MCP_MAX_BODY_BYTES} bytes.")
-    if _nested_too_deeply(request):
-        return _refuse(400, "Parse error: the JSON body is nested too deeply. Send one JSON-RPC message.")
+    problem = _unparseable(request)
+    if problem:
+        return _refuse(400, f"Parse error: {problem}")
     # A database outage answers 503 here (config.middleware), not as a tool error inside a 200 later.
     connection.cursor().close()
     remote_addr = request.META.get("REMOTE_ADDR")

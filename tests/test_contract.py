@@ -276,7 +276,7 @@ def test_anonymous_graphql_rest_and_mcp_agree(contract_corpus: dict[str, Any], m
         # when the same query runs through each surface
         graphql = graphql_ids(client, query)
         rest = rest_ids(client, query)
-        mcp = mcp_find_ids(mcp_url, query, limit=LIMIT)
+        mcp = mcp_find_ids(mcp_url, query, limit=LIMIT, threshold=SITE_THRESHOLD)
         # then the ids and their order are identical, and nothing restricted shows
         assert graphql == rest == mcp, query
         assert not hidden & set(graphql), query
@@ -315,7 +315,7 @@ def test_latest_corpus_graphql_mcp_key_and_kb_search_agree(
         # when the same query runs through each surface
         graphql = graphql_ids(staff_client, query, corpus="LATEST")
         cli = kb_search_ids(query, corpus="latest")
-        mcp = mcp_find_ids(mcp_url, query, limit=LIMIT, api_key=key)
+        mcp = mcp_find_ids(mcp_url, query, limit=LIMIT, threshold=SITE_THRESHOLD, api_key=key)
         # then the ids and order are identical
         assert graphql == cli == mcp, query
     # and drafts are part of that corpus
@@ -325,6 +325,8 @@ def test_latest_corpus_graphql_mcp_key_and_kb_search_agree(
 # Queries whose hits lack words: a complete first hit (not partial), and no complete hit at all (partial).
 EXPLAINED_QUERIES = ("tender pricing approval", "harbour quokka", "invoice deadline")
 Explained = tuple[list[tuple[int, tuple[str, ...]]], bool]
+# The full ranking: these compare the words hits lack, and partial matches sit below the confidence floors.
+EXPLAINED_THRESHOLD = 0.0
 
 
 def _explained(pairs: list[tuple[Any, list[str]]], partial: bool) -> Explained:
@@ -332,7 +334,7 @@ def _explained(pairs: list[tuple[Any, list[str]]], partial: bool) -> Explained:
 
 
 def graphql_explained(client: Client, query: str, *, corpus: str) -> Explained:
-    variables = {"q": query, "limit": LIMIT, "threshold": SITE_THRESHOLD, "corpus": corpus}
+    variables = {"q": query, "limit": LIMIT, "threshold": EXPLAINED_THRESHOLD, "corpus": corpus}
     body = client.post(
         "/graphql", data=json.dumps({"query": GRAPHQL_EXPLAINED, "variables": variables}),
         content_type="application/json",
@@ -342,7 +344,8 @@ def graphql_explained(client: Client, query: str, *, corpus: str) -> Explained:
 
 def rest_explained(client: Client, query: str) -> Explained:
     data = client.post(
-        "/api/search", data=json.dumps({"query": query, "limit": LIMIT}), content_type="application/json"
+        "/api/search", data=json.dumps({"query": query, "limit": LIMIT, "threshold": EXPLAINED_THRESHOLD}),
+        content_type="application/json",
     ).json()
     return _explained([(h["id"], h["missing_words"]) for h in data["results"]], data["partial_match"])
 
@@ -350,7 +353,7 @@ def rest_explained(client: Client, query: str) -> Explained:
 def kb_search_explained(query: str, *, corpus: str) -> Explained:
     out = StringIO()
     call_command("kb_search", query, "--json", "--corpus", corpus, "--limit", str(LIMIT),
-                 "--threshold", str(SITE_THRESHOLD), "--exclude-superseded", stdout=out)
+                 "--threshold", str(EXPLAINED_THRESHOLD), "--exclude-superseded", stdout=out)
     data = json.loads(out.getvalue())
     return _explained([(h["item_id"], h["missing_words"]) for h in data["results"]], data["partial_match"])
 
@@ -367,7 +370,8 @@ def test_missing_words_and_partial_match_agree_on_every_surface(
         live = graphql_explained(staff_client, query, corpus="LIVE")
         assert live == rest_explained(staff_client, query) == kb_search_explained(query, corpus="live"), query
         latest = graphql_explained(staff_client, query, corpus="LATEST")
-        found = mcp_call(mcp_url, "find", {"query": query, "limit": LIMIT}, api_key=key)
+        found = mcp_call(mcp_url, "find", {"query": query, "limit": LIMIT, "threshold": EXPLAINED_THRESHOLD},
+                         api_key=key)
         assert found.structuredContent is not None
         mcp = _explained(
             [(h["item_id"], h["missing_words"]) for h in found.structuredContent["results"]],

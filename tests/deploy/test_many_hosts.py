@@ -285,12 +285,14 @@ def test_web_processes_and_workers_die_under_load_and_nothing_is_lost(
                 n += 3
                 text = f"tender pricing q{n}"
                 if n % 2:
+                    # (threshold 0 / nearest=1: "q{n}" makes each text its own, and a word nothing holds
+                    # would leave a close match out; this test is about requests, not confidence)
                     _, response = balancer.send("api_search", text, lambda c, h, t=text: c.post(
-                        h + "/api/search", json={"query": t}), n=n)
+                        h + "/api/search", json={"query": t, "threshold": 0}), n=n)
                     found = response is not None and bool(response.json()["results"])
                 else:
                     _, response = balancer.send("search_page", text, lambda c, h, t=text: c.get(
-                        h + "/search", params={"q": t}), n=n)
+                        h + "/search", params={"q": t, "nearest": "1"}), n=n)
                     found = response is not None and "/items/tender-pricing-guide-" in response.text
                 if not found:
                     empty.append(text)

@@ -122,6 +122,17 @@ def post(client: Client, body: Any = INITIALIZE, **headers: str) -> Any:
 
 
 @pytest.mark.django_db
+def test_a_lone_surrogate_escape_gets_a_400_that_says_so_not_a_500() -> None:
+    # given valid JSON whose id is no Unicode text (found by the fuzz suite: the server crashed replying)
+    body = '{"jsonrpc": "2.0", "method": "tools/call", "id": "\\ud800"}'
+    # when
+    response = post(Client(), body)
+    # then
+    assert response.status_code == 400
+    assert "lone surrogate" in response.json()["error"]["message"]
+
+
+@pytest.mark.django_db
 def test_oversized_body_gets_413(settings: Any) -> None:
     # given
     settings.MCP_MAX_BODY_BYTES = 2048
