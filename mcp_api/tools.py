@@ -185,7 +185,10 @@ def find_result(query: RetrievalQuery, result: RetrievalResult) -> FindResult:
         suggestion=result.suggestion,
         threshold=query.threshold,
         nearest=[
-            NearestItem(item_id=h.item_id, title=render.clean_text(h.title), url=h.url, confidence=h.confidence)
+            NearestItem(
+                item_id=h.item_id, title=render.clean_text(h.title), url=h.url, confidence=h.confidence,
+                matches=False,
+            )
             for h in result.nearest
         ],
     )
