@@ -7,11 +7,12 @@ def _clear_cache():
     another test's corpus (the vector lane's background, the language shares)."""
     from django.core.cache import cache
 
-    from search.engine import background, lane_weights
+    from search.engine import background, lane_weights, vector
 
     cache.clear()
     background.background_forget()
     lane_weights.corpus_language_shares_forget()
+    vector.space_caches_forget()
     yield
 
 
@@ -38,3 +39,10 @@ def _rate_limit_window_pinned(monkeypatch):
 
     pinned = real_time.time()
     monkeypatch.setattr(core, "time", types.SimpleNamespace(time=lambda: pinned))
+
+
+def pytest_collection_modifyitems(items):
+    """The toy calibration's refit runs first, on a database no other test has touched: transaction=True tests
+    leave state behind that changes what the engine records for the demo (not pinned down yet), and the
+    refit must be compared with the committed table exactly."""
+    items.sort(key=lambda item: 0 if item.nodeid.startswith("tests/search/engine/test_toy_calibration.py") else 1)

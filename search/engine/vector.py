@@ -282,6 +282,12 @@ _session_settings: weakref.WeakKeyDictionary[Any, tuple[str, str]] = weakref.Wea
 # first. ``lane_model`` (fusion's lane weights) has no statement to check it, so it re-reads the space
 # when the process's copy is older than KNOWN_SPACE_MAX_AGE_S.
 _known_spaces: dict[tuple[str, str], tuple[str, int, float]] = {}
+
+
+def space_caches_forget() -> None:
+    """Read the active space and its lane provider again at the next search (tests; a replaced database)."""
+    _known_spaces.clear()
+    _lane_providers.clear()
 KNOWN_SPACE_MAX_AGE_S = 30.0
 
 

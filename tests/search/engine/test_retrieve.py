@@ -128,12 +128,21 @@ def test_vector_lane_sets_its_scan_settings_once_per_connection_and_notices_a_ch
     assert (setting("hnsw.ef_search"), setting("hnsw.iterative_scan")) == ("30", "relaxed_order")
     assert len(first) == 5 and first == second == third
     # when: another process moved the corpus to another model (the active space changed under this one)
+    active = list(EmbeddingSpace.objects.filter(active=True).values_list("pk", flat=True))
     EmbeddingSpace.objects.update(active=False)
-    EmbeddingSpace.objects.create(model="other-model", dimensions=384, active=True)
+    other = EmbeddingSpace.objects.create(model="other-model", dimensions=384, active=True)
     Chunk.objects.filter(pk=first[0].chunk_id).update(embedding_model="other-model")
-    # then: the next search notices it in its own statement and refuses, as a fresh process would
-    with pytest.raises(EmbeddingModelMismatch, match="reembed"):
-        search()
+    try:
+        # then: the next search notices it in its own statement and refuses, as a fresh process would
+        with pytest.raises(EmbeddingModelMismatch, match="reembed"):
+            search()
+    finally:
+        # The closed connection left the test's transaction: what changed since is committed, so put the
+        # active space back (a later test's searches would otherwise meet "other-model").
+        Chunk.objects.filter(pk=first[0].chunk_id).update(embedding_model=vector_service.lane_model())
+        other.delete()
+        EmbeddingSpace.objects.filter(pk__in=active).update(active=True)
+        vector_service.space_caches_forget()
 
 
 @pytest.mark.django_db
