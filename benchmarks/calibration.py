@@ -40,8 +40,11 @@ from search.engine import confidence
 OTHER_LANGUAGE_QUERIES = 300
 TITLE_QUERIES = 300
 KEYWORD_QUERIES = 200
+RARE_WORD_QUERIES = 200
 # Question kinds whose answers are in the corpus (the rest are off-collection: none of their hits is relevant).
-ANSWERED_KINDS = ("in", "known_item", "keyword")
+ANSWERED_KINDS = ("in", "known_item", "keyword", "rare_word")
+# Every kind ``evaluate --kinds`` may record.
+KINDS = (*ANSWERED_KINDS, "other_language", "nonsense", "same_language")
 NONSENSE_QUERIES = 200
 HELD_OUT_SHARE = 0.2
 # Candidates per search that the fit sees (best first): where thresholds bite, with the deep tail's negatives.
@@ -190,6 +193,28 @@ def keyword_queries(
     candidates = sorted(w for w, docs in holders.items() if len(docs) <= most)
     rng.shuffle(candidates)
     queries = {f"keyword:{i}": w for i, w in enumerate(candidates[:n])}
+    return queries, {qid: holders[w] for qid, w in queries.items()}
+
+
+def rare_word_queries(
+    dataset: Dataset, *, seed: int = 23, n: int = RARE_WORD_QUERIES, most: int = 3
+) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """One rare word as the question: a word (at least 4 letters) that at most ``most`` documents hold anywhere,
+    title or text (seeded), answered by every document that holds it. Staff search for a name, a code or a
+    term they saw in one document; the keyword questions hold title words only, so without these a word held
+    in one body alone looked like noise to the fit (a unique word, its only holder, confidence 0.09)."""
+    holders: dict[str, set[str]] = defaultdict(set)
+    with dataset.corpus.open(encoding="utf-8") as handle:
+        for line in handle:
+            data = json.loads(line)
+            text = f"{data.get('title') or ''} {data.get('text') or ''}"
+            doc = str(data["_id"])
+            for word in {w.lower() for w in _TITLE_WORD.findall(text)}:
+                holders[word].add(doc)
+    rng = random.Random(seed)
+    candidates = sorted(w for w, docs in holders.items() if len(docs) <= most)
+    rng.shuffle(candidates)
+    queries = {f"rare_word:{i}": w for i, w in enumerate(candidates[:n])}
     return queries, {qid: holders[w] for qid, w in queries.items()}
 
 
@@ -587,10 +612,18 @@ def dump_info(path: Path) -> dict[str, str]:
     return json.loads(str(data["info"])) if "info" in data else {}
 
 
-def collected_load(path: Path) -> Collected:
+def collected_load(*paths: Path) -> Collected:
+    """The searches of one or more dumps, in order (e.g. a full recording and one of a kind added later)."""
+    out = Collected()
+    for path in paths:
+        out.searches += _collected_read(path)
+    return out
+
+
+def _collected_read(path: Path) -> list[Searched]:
     data = np.load(path, allow_pickle=False)
     if "features" in data and tuple(data["features"].tolist()) != confidence.FEATURES:
-        raise ValueError("it was recorded with other features than the engine's; record it again")
+        raise ValueError(f"{path} was recorded with other features than the engine's; record it again")
     out = Collected()
     for i, meta in enumerate(data["meta"].tolist()):
         m = json.loads(meta)
@@ -599,7 +632,7 @@ def collected_load(path: Path) -> Collected:
         out.searches.append(
             Searched(m["qid"], m["kind"], m["head"], data[f"m{i}"], data[f"r{i}"], m["judged"], strict, docs)
         )
-    return out
+    return out.searches
 
 
 def table_fit(collected: Collected, *, model: str, language: str, dataset: str) -> dict[str, Any]:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,15 +51,29 @@ class Command(BaseCommand):
                                  "subjects of Arabic or French paragraphs; benchmarks/crosslingual.py)")
         parser.add_argument("--dump", type=Path, default=None,
                             help="write the recorded confidence features of every search to this .npz file")
-        parser.add_argument("--from-dump", type=Path, default=None,
-                            help="fit the confidence models from a --dump file instead of running the searches "
-                                 "again (with --model and --language when the file does not name them)")
+        parser.add_argument("--kinds", default=None,
+                            help="with --dump: record only these question kinds (comma-separated, of "
+                                 f"{', '.join(calibration.KINDS)}), e.g. a kind added after a full recording")
+        parser.add_argument("--from-dump", type=Path, nargs="+", default=None,
+                            help="fit the confidence models from --dump files (one recording, or several of the "
+                                 "same corpus and model) instead of running the searches again (with --model "
+                                 "and --language when the files do not name them)")
         parser.add_argument("--model", default=None, help="with --from-dump: the embedding model it was recorded with")
         parser.add_argument("--max-queries", type=int, default=None)
         parser.add_argument("--json", action="store_true", help="last line of output: one JSON object")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         source = opts["dataset"]
+        if opts["kinds"] is not None:
+            kinds = [k.strip() for k in opts["kinds"].split(",") if k.strip()]
+            unknown = sorted(set(kinds) - set(calibration.KINDS))
+            if unknown or not kinds:
+                raise CommandError(f"--kinds: unknown kind(s) {', '.join(unknown) or '(none given)'}; "
+                                   f"choose among {', '.join(calibration.KINDS)}.")
+            if not opts["dump"] or opts["calibrate"] or opts["fit_confidence"] or opts["abstention"]:
+                raise CommandError("--kinds records part of the questions: use it with --dump alone, then fit "
+                                   "with --from-dump on every recording.")
+            opts["kinds"] = set(kinds)
         if opts["from_dump"]:
             self._refit(opts)
             return
@@ -121,7 +136,8 @@ class Command(BaseCommand):
     ) -> dict[str, Any]:
         """Record every kind of question (calibration module), fit the confidence when calibrating, and report
         abstention with the table as it then stands."""
-        collected = self._collect(dataset, language, opts["dataset"], cross_lingual=opts["cross_lingual"])
+        collected = self._collect(dataset, language, opts["dataset"], cross_lingual=opts["cross_lingual"],
+                                  kinds=opts["kinds"])
         out: dict[str, Any] = {}
         if opts["dump"]:
             calibration.collected_dump(collected, opts["dump"], model=model, language=language,
@@ -144,10 +160,17 @@ class Command(BaseCommand):
 
     def _refit(self, opts: dict[str, Any]) -> None:
         """Fit the confidence table from recorded searches (``--dump`` of an earlier run), and report."""
+        paths: list[Path] = opts["from_dump"]
         try:
-            collected, info = calibration.collected_load(opts["from_dump"]), calibration.dump_info(opts["from_dump"])
+            collected = calibration.collected_load(*paths)
+            infos = [calibration.dump_info(path) for path in paths]
         except (OSError, ValueError, KeyError) as exc:
-            raise CommandError(f"--from-dump: cannot read {opts['from_dump']}: {exc}") from exc
+            raise CommandError(f"--from-dump: cannot read {' '.join(map(str, paths))}: {exc}") from exc
+        named = {(i.get("model"), i.get("language")) for i in infos if i}
+        if len(named) > 1:
+            raise CommandError(f"--from-dump: these recordings are of different models or languages {sorted(named)}; "
+                               "fit each (model, language) from its own.")
+        info = infos[0]
         model, language = opts["model"] or info.get("model"), opts["language"] or info.get("language")
         if not model or not language:
             raise CommandError("--from-dump: this file does not name its model and language; "
@@ -167,10 +190,12 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps({"model": model, "language": language, **out}))
 
     def _collect(
-        self, dataset: evaluation.Dataset, language: str, source: Path, *, cross_lingual: bool
+        self, dataset: evaluation.Dataset, language: str, source: Path, *, cross_lingual: bool,
+        kinds: set[str] | None = None,
     ) -> calibration.Collected:
-        """Every kind of question, recorded in each head. The cross-lingual check records its own questions
-        only (its corpus is the dev set's, whose off-collection kinds the dev set's own run measures)."""
+        """Every kind of question (or only ``kinds``), recorded in each head. The cross-lingual check records its
+        own questions only (its corpus is the dev set's, whose off-collection kinds the dev set's own run
+        measures)."""
         collected = calibration.Collected()
         qrels = dataset.qrels
 
@@ -180,32 +205,30 @@ class Command(BaseCommand):
         def nothing(qid: str) -> set[str]:
             return set()
 
+        def wanted(kind: str) -> bool:
+            return kinds is None or kind in kinds
 
-        off = {} if cross_lingual else {
-            "other_language": calibration.other_language_queries(source),
-            "nonsense": calibration.nonsense_queries(language),
-        }
-        titles, title_answers = ({}, {}) if cross_lingual else calibration.title_queries(dataset)
-        keywords, keyword_answers = ({}, {}) if cross_lingual else calibration.keyword_queries(dataset)
+        # kind -> (questions, their answers); off-collection kinds have none
+        asked: dict[str, tuple[dict[str, str], Callable[[str], set[str]]]] = {}
+        if wanted("in"):
+            asked["in"] = (dataset.queries, judged)
+        if not cross_lingual:
+            for kind, make in (("known_item", calibration.title_queries), ("keyword", calibration.keyword_queries),
+                               ("rare_word", calibration.rare_word_queries)):
+                if wanted(kind):
+                    questions, answers = make(dataset)
+                    asked[kind] = (questions, lambda q, a=answers: a[q])
+            if wanted("other_language"):
+                asked["other_language"] = (calibration.other_language_queries(source), nothing)
+            if wanted("nonsense"):
+                asked["nonsense"] = (calibration.nonsense_queries(language), nothing)
         for head in calibration.HEADS_RUN:
-            with progress_bar(self, total=len(dataset.queries), desc=f"confidence in/{head}") as update:
-                collected.searches += calibration.run_recorded(
-                    dataset.queries, kind="in", mode=head, relevant_of=judged, progress=update
-                )
-            with progress_bar(self, total=len(titles), desc=f"confidence known_item/{head}") as update:
-                collected.searches += calibration.run_recorded(
-                    titles, kind="known_item", mode=head, relevant_of=lambda q: title_answers[q], progress=update
-                )
-            with progress_bar(self, total=len(keywords), desc=f"confidence keyword/{head}") as update:
-                collected.searches += calibration.run_recorded(
-                    keywords, kind="keyword", mode=head, relevant_of=lambda q: keyword_answers[q], progress=update
-                )
-            for kind, queries in off.items():
-                with progress_bar(self, total=len(queries), desc=f"confidence {kind}/{head}") as update:
+            for kind, (questions, answers_of) in asked.items():
+                with progress_bar(self, total=len(questions), desc=f"confidence {kind}/{head}") as update:
                     collected.searches += calibration.run_recorded(
-                        queries, kind=kind, mode=head, relevant_of=nothing, progress=update
+                        questions, kind=kind, mode=head, relevant_of=answers_of, progress=update
                     )
-        if cross_lingual:
+        if cross_lingual or not wanted("same_language"):
             return collected
         held, removed = calibration.held_out_split(dataset)
         with calibration.documents_archived(removed):
