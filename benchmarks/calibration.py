@@ -218,6 +218,32 @@ def rare_word_queries(
     return queries, {qid: holders[w] for qid, w in queries.items()}
 
 
+def rare_words_as_the_engine_matches(collected: Collected, *, most: int = 3) -> Collected:
+    """The rare-word questions answered by the documents the engine finds holding the word, the others unchanged.
+
+    A word at most ``most`` documents hold as written can be held by many more as the engine matches words
+    (Arabic clitics stripped, stems): those documents hold it too, and labelling them "not an answer" taught
+    the fit that holding the searched word means little. So each rare-word question is answered by the
+    candidates of its lexical search that hold every query word (``lex_all``), in every head (by document), and
+    a question that more than ``most`` documents, or none, hold that way is left out."""
+    column = confidence.FEATURES.index("lex_all")
+    holders: dict[str, set[str]] = {}
+    for s in collected.searches:
+        if s.kind == "rare_word" and s.head == "lexical":
+            holders[s.qid] = {d for d, row in zip(s.docs, s.matrix, strict=False) if row[column] > 0}
+    out = Collected()
+    for s in collected.searches:
+        if s.kind != "rare_word":
+            out.searches.append(s)
+            continue
+        docs = holders.get(s.qid, set())
+        if not docs or len(docs) > most or len(s.docs) != len(s.matrix):
+            continue
+        labels = np.array([d in docs for d in s.docs], dtype=bool)
+        out.searches.append(replace(s, relevant=labels, strict=labels, judged=len(docs)))
+    return out
+
+
 def held_out_split(dataset: Dataset, *, seed: int = 5, share: float = HELD_OUT_SHARE) -> tuple[set[str], set[str]]:
     """(question ids, document ids): a seeded ``share`` of the questions whose judged documents are taken out
     of the corpus for the ``same_language`` kind. Documents are taken out with every document of the same

@@ -35,31 +35,47 @@ def rrf_max(*, k: int, weights: Sequence[float]) -> float:
 
 
 def zscore_fuse(
-    scored_lists: Sequence[Sequence[tuple[Hashable, float]]], *, weights: Sequence[float]
+    scored_lists: Sequence[Sequence[tuple[Hashable, float]]],
+    *,
+    weights: Sequence[float],
+    absent: Sequence[float | None] | None = None,
 ) -> dict[Hashable, float]:
     """Fuse lanes on their calibrated scores: each lane's scores become z-scores over the lane's own hits
     (BM25 and cosine live on different scales, and each query's spread differs), and an id scores
     Σ weight_i · z_i, where an id a lane did not return counts at that lane's lowest z-score.
 
+    ``absent[i]``, when not None, is what lane i knows an id it did not return scores: a lexical lane that
+    returned every item holding a query word (fewer than its depth) knows that every other candidate holds
+    none, BM25 0. Those ids then take part in the lane's distribution at that score, so a word only one item
+    holds makes that item stand out by as much as it should (one hit among 200 candidates: z ≈ 14), instead
+    of counting "first of one" against the other lane's spread.
+
     ``scored_lists`` hold (id, raw score) in lane order, each id once. A lane of one hit, or whose scores are
-    all equal, says only "these first": its ids count 1, the others 0. Fails fast on bad arguments.
+    all equal, says only "these first": its ids count 1, the others 0 (unless ``absent`` says more). Fails
+    fast on bad arguments.
     """
     if len(weights) != len(scored_lists):
         raise ValueError(f"got {len(weights)} weights for {len(scored_lists)} scored lists")
+    absent = list(absent) if absent is not None else [None] * len(scored_lists)
+    if len(absent) != len(scored_lists):
+        raise ValueError(f"got {len(absent)} absent scores for {len(scored_lists)} scored lists")
+    ids = {ident for scored in scored_lists for ident, _ in scored}
     normalised: list[tuple[dict[Hashable, float], float]] = []
-    for scored in scored_lists:
+    for scored, missing in zip(scored_lists, absent, strict=True):
         values = [s for _, s in scored]
         if not values:
             normalised.append(({}, 0.0))
             continue
+        if missing is not None:
+            values += [missing] * (len(ids) - len(scored))
         mean = sum(values) / len(values)
         spread = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
         if spread <= 1e-12:
             normalised.append(({ident: 1.0 for ident, _ in scored}, 0.0))
             continue
         z = {ident: (s - mean) / spread for ident, s in scored}
-        normalised.append((z, min(z.values())))
-    ids = {ident for z, _ in normalised for ident in z}
+        floor = (missing - mean) / spread if missing is not None else min(z.values())
+        normalised.append((z, floor))
     return {
         ident: sum(w * z.get(ident, floor) for (z, floor), w in zip(normalised, weights, strict=True))
         for ident in ids

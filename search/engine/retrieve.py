@@ -157,6 +157,8 @@ def _search(
     ordered = _fuse(
         query, parsed, lanes_run.lexical.hits, lanes_run.vector, reach=offset + query.limit, reads=lanes_run.reads,
         vector_weight=plan.vector_weight, english_lane=english_lane,
+        # fewer hits than its depth: the lexical lane returned every chunk that holds a query word
+        lexical_complete=len(lanes_run.lexical.hits) < plan.depth,
     )
     coverage = _Coverage.of(parsed, lanes_run.lexical.hits, by_item=query.granularity == "item")
     _confide(query, parsed, ordered, lanes_run, coverage)
@@ -384,10 +386,13 @@ def _fuse(
     reads: _PageReads,
     vector_weight: float,
     english_lane: _EnglishLane | None = None,
+    lexical_complete: bool = False,
 ) -> list[_Candidate]:
     """Candidates best first. ``reach``: how many leading places must be exact (offset + limit);
-    ``vector_weight``: the vector lane's fusion weight for this query (lane_weights). The rerank's item rows come from
-    ``reads`` (read there when missing)."""
+    ``vector_weight``: the vector lane's fusion weight for this query (lane_weights); ``lexical_complete``: the
+    lexical lane returned every chunk holding a query word, so a candidate it did not return holds none (BM25
+    0: ``fusion.zscore_fuse``'s ``absent``). The rerank's item rows come from ``reads`` (read there when
+    missing)."""
     by_item = query.granularity == "item"
     candidates: dict[int, _Candidate] = {}
     lex_order: list[int] = []
@@ -429,7 +434,8 @@ def _fuse(
         if english_scored:
             lists.append(english_scored)
             weights.append(english_lane.weight)
-    _fused_scores(candidates, lists, weights)
+    absent: list[float | None] = [0.0 if lexical_complete else None] + [None] * (len(lists) - 1)
+    _fused_scores(candidates, lists, weights, absent)
     # Rerank factors are at least 1 and at most rerank.max_factor(), so a candidate whose fused score
     # times that maximum stays below the reach-th fused score can never reach the first ``reach`` places:
     # only the others need their signals read and scored. Places past ``reach`` keep the fused order (a
@@ -448,13 +454,14 @@ def _fuse(
 
 
 def _fused_scores(
-    candidates: dict[int, _Candidate], lists: list[list[tuple[int, float]]], weights: list[float]
+    candidates: dict[int, _Candidate], lists: list[list[tuple[int, float]]], weights: list[float],
+    absent: list[float | None],
 ) -> None:
     """Each candidate's fused score in [0, 1] (``SEARCH_FUSION``) from the lanes' (key, score) lists, best first:
     on their calibrated scores (z-scores, scaled so the best candidate is 1 and the worst 0), or on their ranks
     (weighted RRF over its maximum). Measured on the three dev sets in docs/benchmarks.md."""
     if settings.SEARCH["FUSION"] == "zscore":
-        fused = fusion.zscore_fuse(lists, weights=weights)
+        fused = fusion.zscore_fuse(lists, weights=weights, absent=absent)
         low, high = min(fused.values()), max(fused.values())
         for key, cand in candidates.items():
             cand.score = (fused[key] - low) / (high - low) if high > low else 1.0

@@ -110,3 +110,77 @@ def test_evaluate_from_dump_without_model_or_language_says_what_to_give(tmp_path
     calibration.collected_dump(_collected(), dump)
     with pytest.raises(CommandError, match="give --model and --language"):
         call_command("evaluate", "--dataset", str(tmp_path), "--from-dump", str(dump), stderr=StringIO())
+
+
+def test_recordings_of_one_model_and_language_are_fitted_together_and_of_two_refused(
+    tmp_path: Path, settings
+) -> None:
+    table = tmp_path / "confidence.json"
+    settings.SEARCH = {**settings.SEARCH, "CONFIDENCE_TABLE": str(table)}
+    full, more, other = tmp_path / "full.npz", tmp_path / "more.npz", tmp_path / "other.npz"
+    calibration.collected_dump(_collected(3), full, model="m", language="en", dataset="toy")
+    calibration.collected_dump(_collected(4), more, model="m", language="en", dataset="toy")
+    calibration.collected_dump(_collected(5), other, model="m", language="fr", dataset="toy")
+    # when two recordings of (m, en) are fitted together
+    out = StringIO()
+    call_command("evaluate", "--dataset", str(tmp_path), "--from-dump", str(full), str(more), "--json",
+                 stdout=out, stderr=StringIO())
+    # then every question of both counts
+    report = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert report["abstention"]["queries"] == {"in": 300, "nonsense": 160}
+    # and recordings of two languages are refused with what to do
+    with pytest.raises(CommandError, match="different models or languages"):
+        call_command("evaluate", "--dataset", str(tmp_path), "--from-dump", str(full), str(other), stderr=StringIO())
+
+
+def test_kinds_must_be_known_and_go_with_dump_alone(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="unknown kind.*rare_wrod"):
+        call_command("evaluate", "--dataset", str(tmp_path), "--dump", str(tmp_path / "d.npz"),
+                     "--kinds", "rare_wrod", stderr=StringIO())
+    with pytest.raises(CommandError, match="with --dump alone"):
+        call_command("evaluate", "--dataset", str(tmp_path), "--fit-confidence", "--kinds", "rare_word",
+                     stderr=StringIO())
+
+
+def test_rare_word_questions_are_words_few_documents_hold_answered_by_them(tmp_path: Path) -> None:
+    # given a corpus where "quorvex" is in one body, "pallets" in two, "shipping" in every document
+    (tmp_path / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in [
+        {"_id": "a", "title": "Audit report", "text": "The audit named quorvex; shipping pallets."},
+        {"_id": "b", "title": "Delivery note", "text": "Shipping schedule with pallets."},
+        {"_id": "c", "title": "Route plan", "text": "Shipping route for Monday."},
+        {"_id": "d", "title": "Route plan two", "text": "Shipping route for Tuesday."},
+    ]) + "\n", encoding="utf-8")
+    dataset = calibration.Dataset(corpus=tmp_path / "corpus.jsonl", queries={}, qrels={})
+    # when
+    queries, answers = calibration.rare_word_queries(dataset, n=1000, most=2)
+    # then every question is a word at most two documents hold, answered by exactly those
+    by_word = {text: answers[qid] for qid, text in queries.items()}
+    assert by_word["quorvex"] == {"a"} and by_word["pallets"] == {"a", "b"}
+    assert by_word["route"] == {"c", "d"} and "shipping" not in by_word  # four hold it
+
+
+def test_a_rare_word_is_answered_by_what_the_engine_finds_holding_it() -> None:
+    rng = np.random.default_rng(2)
+    lex_all = F.index("lex_all")
+
+    def search(qid: str, head: str, holders: int) -> calibration.Searched:
+        s = _search(rng, qid, "rare_word", head, answered=True)
+        s.matrix[:, lex_all] = 0.0
+        if head == "lexical":
+            s.matrix[:holders, lex_all] = 1.0
+        return calibration.Searched(qid, "rare_word", head, s.matrix, s.relevant, 1, None,
+                                    tuple(f"{qid}-d{i}" for i in range(20)))
+
+    collected = calibration.Collected([
+        search("few", "lexical", 2), search("few", "vector", 0),  # the engine finds two documents holding it
+        search("many", "lexical", 9), search("many", "vector", 0),  # nine: not rare as the engine matches
+        _search(rng, "q", "in", "lexical", answered=True),
+    ])
+    # when
+    out = calibration.rare_words_as_the_engine_matches(collected, most=3)
+    # then the rare one is answered by both holders in every head (by document), the common one is left out
+    few = [s for s in out.searches if s.qid == "few"]
+    assert [s.head for s in few] == ["lexical", "vector"]
+    assert all(s.judged == 2 and list(np.flatnonzero(s.answers)) == [0, 1] for s in few)
+    assert not [s for s in out.searches if s.qid == "many"]
+    assert [s.kind for s in out.searches].count("in") == 1

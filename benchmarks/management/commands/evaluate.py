@@ -139,10 +139,11 @@ class Command(BaseCommand):
         collected = self._collect(dataset, language, opts["dataset"], cross_lingual=opts["cross_lingual"],
                                   kinds=opts["kinds"])
         out: dict[str, Any] = {}
-        if opts["dump"]:
+        if opts["dump"]:  # what was recorded, as it was; --from-dump relabels it as below
             calibration.collected_dump(collected, opts["dump"], model=model, language=language,
                                        dataset=dataset.corpus.parent.name)
             self.stderr.write(f"wrote {len(collected.searches)} recorded searches to {opts['dump']}")
+        collected = calibration.rare_words_as_the_engine_matches(collected)
         if opts["calibrate"] or opts["fit_confidence"]:
             fitted = calibration.table_fit(collected, model=model, language=language,
                                            dataset=dataset.corpus.parent.name)
@@ -162,7 +163,7 @@ class Command(BaseCommand):
         """Fit the confidence table from recorded searches (``--dump`` of an earlier run), and report."""
         paths: list[Path] = opts["from_dump"]
         try:
-            collected = calibration.collected_load(*paths)
+            collected = calibration.rare_words_as_the_engine_matches(calibration.collected_load(*paths))
             infos = [calibration.dump_info(path) for path in paths]
         except (OSError, ValueError, KeyError) as exc:
             raise CommandError(f"--from-dump: cannot read {' '.join(map(str, paths))}: {exc}") from exc
@@ -170,7 +171,7 @@ class Command(BaseCommand):
         if len(named) > 1:
             raise CommandError(f"--from-dump: these recordings are of different models or languages {sorted(named)}; "
                                "fit each (model, language) from its own.")
-        info = infos[0]
+        info = next((i for i in infos if i), {})
         model, language = opts["model"] or info.get("model"), opts["language"] or info.get("language")
         if not model or not language:
             raise CommandError("--from-dump: this file does not name its model and language; "
@@ -217,7 +218,7 @@ class Command(BaseCommand):
                                ("rare_word", calibration.rare_word_queries)):
                 if wanted(kind):
                     questions, answers = make(dataset)
-                    asked[kind] = (questions, lambda q, a=answers: a[q])
+                    asked[kind] = (questions, answers.__getitem__)
             if wanted("other_language"):
                 asked["other_language"] = (calibration.other_language_queries(source), nothing)
             if wanted("nonsense"):

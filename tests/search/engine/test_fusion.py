@@ -36,6 +36,33 @@ def test_a_lane_of_one_hit_says_only_first() -> None:
     assert fused["a"] == pytest.approx(1.0 + 0.0)
 
 
+def test_a_complete_lexical_lane_counts_what_it_did_not_return_at_zero() -> None:
+    # given a word only "a" holds (the lexical lane returned every holder: one) and a vector lane of 20 others
+    vector = [(f"v{i}", 0.9 - i * 0.01) for i in range(20)] + [("a", 0.5)]
+    lexical = [("a", 7.0)]
+    # when the lane is known complete, the other 20 candidates score BM25 0 in it
+    fused = zscore_fuse([lexical, vector], weights=[1.0, 1.0], absent=[0.0, None])
+    # then "a" stands out of 21 candidates by sqrt(20) standard deviations, ahead of the vector lane's best
+    assert max(fused, key=fused.__getitem__) == "a"
+    # while without that knowledge it only says "first of one", and the vector lane's order wins
+    unknown = zscore_fuse([lexical, vector], weights=[1.0, 1.0])
+    assert unknown["a"] < unknown["v0"]
+
+
+def test_an_absent_score_is_the_floor_of_ids_the_lane_did_not_return() -> None:
+    fused = zscore_fuse([[("a", 2.0), ("b", 1.0)], [("c", 0.5)]], weights=[1.0, 0.0], absent=[0.0, None])
+    # lexical over a=2, b=1, c=0: mean 1, sd sqrt(2/3)
+    sd = (2 / 3) ** 0.5
+    assert fused["a"] == pytest.approx(1 / sd)
+    assert fused["b"] == pytest.approx(0.0)
+    assert fused["c"] == pytest.approx(-1 / sd)
+
+
+def test_absent_scores_must_match_the_lists() -> None:
+    with pytest.raises(ValueError, match="absent"):
+        zscore_fuse([[("a", 1.0)]], weights=[1.0], absent=[0.0, None])
+
+
 def test_bad_weights_fail_fast() -> None:
     with pytest.raises(ValueError):
         zscore_fuse([[("a", 1.0)]], weights=[1.0, 1.0])

@@ -408,3 +408,36 @@ def test_retrieve_query_count_is_pinned(django_assert_num_queries, name, pinned)
         result = retrieve(query=query)
     lanes = {lane for hit in result.hits for lane in hit.lanes}
     assert lanes == ({"lexical"} if name == "lexical" else {"lexical", "vector"})
+
+
+def _vector_lookalikes(word: str, count: int) -> list[str]:
+    """Made-up words the test embedder (feature hashing) puts close to ``word`` that share no letters' worth of
+    words with it: the vector lane finds them near, the lexical lane never matches them."""
+    embedder = embeddings.HashEmbedder()
+    target = embedder.embed([word])[0]
+    found = []
+    for n in range(200_000):
+        candidate = f"zq{n}x"
+        if sum(a * b for a, b in zip(target, embedder.embed([candidate])[0], strict=True)) > 0.4:
+            found.append(candidate)
+            if len(found) == count:
+                return found
+    raise AssertionError("no look-alike words found")
+
+
+@pytest.mark.django_db
+def test_a_word_only_one_item_holds_puts_that_item_first_in_hybrid():
+    # given items the vector lane puts nearer the word than its one holder (a long body, where it weighs little)
+    lookalikes = _vector_lookalikes("quorvex", 2)
+    for i in range(40):
+        near = " ".join(lookalikes) if i % 3 == 0 else ""
+        make_item(title=f"Delivery note {i}", body=f"Shipping schedule {near} route {i}.")
+    filler = " ".join(f"word{n}" for n in range(300))
+    holder = make_item(title="Weekly report", body=f"The audit named quorvex as the supplier at fault. {filler}")
+    build()
+    # when a hybrid search asks for that word (the lexical lane returns its one holder: it is complete)
+    result = retrieve(query=RetrievalQuery(text="quorvex", principal=STAFF, mode="hybrid", threshold=0))
+    # then the only item holding it comes first, though the vector lane ranks it below the look-alikes
+    top = result.hits[0]
+    assert top.item_id == holder.pk
+    assert top.lane_ranks["lexical"] == 1 and top.lane_ranks.get("vector", 99) > 1
