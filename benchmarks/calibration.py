@@ -43,6 +43,10 @@ KEYWORD_QUERIES = 200
 RARE_WORD_QUERIES = 200
 # Question kinds whose answers are in the corpus (the rest are off-collection: none of their hits is relevant).
 ANSWERED_KINDS = ("in", "known_item", "keyword", "rare_word")
+# Kinds a head's fit leaves out: a rare word is answered by holding it, evidence the vector head has not; by
+# meaning alone a rare real word and a made-up one look alike (fitted on both, the vector head, the hybrid
+# head's floor, lifted made-up Arabic words to 0.42).
+NOT_FITTED = {"vector": ("rare_word",)}
 # Every kind ``evaluate --kinds`` may record.
 KINDS = (*ANSWERED_KINDS, "other_language", "nonsense", "same_language")
 NONSENSE_QUERIES = 200
@@ -669,7 +673,7 @@ def table_fit(collected: Collected, *, model: str, language: str, dataset: str) 
 
     fits: dict[str, HeadFit] = {}
     for head in HEADS_RUN:
-        searches = collected.of(head=head)
+        searches = [s for s in collected.of(head=head) if s.kind not in NOT_FITTED.get(head, ())]
         if any(s.answers.any() for s in searches):
             fits[head] = head_fit(searches, head)
     reports: dict[str, Any] = {head: fit.report.__dict__ for head, fit in fits.items()}

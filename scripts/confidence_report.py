@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 THRESHOLDS = ("0.25", "0.3", "0.35", "0.4", "0.5")
-ANSWERED = ("in_answered", "known_item_answered", "keyword_answered")
+ANSWERED = ("in_answered", "known_item_answered", "keyword_answered", "rare_word_answered")
 OFF = ("other_language_abstained", "same_language_abstained", "nonsense_abstained")
 
 

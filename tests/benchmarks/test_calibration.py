@@ -184,3 +184,20 @@ def test_a_rare_word_is_answered_by_what_the_engine_finds_holding_it() -> None:
     assert all(s.judged == 2 and list(np.flatnonzero(s.answers)) == [0, 1] for s in few)
     assert not [s for s in out.searches if s.qid == "many"]
     assert [s.kind for s in out.searches].count("in") == 1
+
+
+def test_the_vector_head_is_not_fitted_on_rare_word_questions(tmp_path: Path, settings) -> None:
+    # given the same searches in every head, plus rare-word questions (answered by holding the word)
+    settings.SEARCH = {**settings.SEARCH, "CONFIDENCE_TABLE": str(tmp_path / "confidence.json")}
+    rng = np.random.default_rng(8)
+    plain = _collected()
+    with_rare = calibration.Collected(list(plain.searches) + [
+        _search(rng, f"r{i}", "rare_word", head, answered=True) for head in calibration.HEADS_RUN for i in range(40)
+    ])
+    # when both are fitted
+    before = calibration.table_fit(plain, model="m", language="en", dataset="toy")["fit"]
+    after = calibration.table_fit(with_rare, model="m", language="en", dataset="toy")["fit"]
+    # then the lexical and hybrid heads learn from them, the vector head does not
+    assert after["lexical"]["rows"] > before["lexical"]["rows"]
+    assert after["hybrid"]["rows"] > before["hybrid"]["rows"]
+    assert after["vector"]["rows"] == before["vector"]["rows"]
