@@ -157,8 +157,11 @@ def _search(
     ordered = _fuse(
         query, parsed, lanes_run.lexical.hits, lanes_run.vector, reach=offset + query.limit, reads=lanes_run.reads,
         vector_weight=plan.vector_weight, english_lane=english_lane,
-        # fewer hits than its depth: the lexical lane returned every chunk that holds a query word
-        lexical_complete=len(lanes_run.lexical.hits) < plan.depth,
+        # fewer hits than its depth: the lexical lane returned every chunk that holds a query word; counted so
+        # only when one of them holds every word (a partial match, one word of a name in another language's
+        # text, would take the first places from the vector lane's answers: -0.076 nDCG@10 on the
+        # cross-lingual check against -0.015)
+        lexical_complete=len(lanes_run.lexical.hits) < plan.depth and any(h.complete for h in lanes_run.lexical.hits),
     )
     coverage = _Coverage.of(parsed, lanes_run.lexical.hits, by_item=query.granularity == "item")
     _confide(query, parsed, ordered, lanes_run, coverage)
