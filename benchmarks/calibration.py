@@ -177,27 +177,32 @@ def title_queries(
 _TITLE_WORD = re.compile(r"[^\W\d_]{4,}")
 
 
+def _word_questions(
+    dataset: Dataset, *, kind: str, text_of: Callable[[dict[str, Any]], str], seed: int, n: int, most: int
+) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """``n`` words (at least 4 letters, seeded) that at most ``most`` documents hold in ``text_of(document)``,
+    each a question answered by every document that holds it."""
+    holders: dict[str, set[str]] = defaultdict(set)
+    with dataset.corpus.open(encoding="utf-8") as handle:
+        for line in handle:
+            data = json.loads(line)
+            for word in {w.lower() for w in _TITLE_WORD.findall(text_of(data))}:
+                holders[word].add(str(data["_id"]))
+    rng = random.Random(seed)
+    candidates = sorted(w for w, docs in holders.items() if len(docs) <= most)
+    rng.shuffle(candidates)
+    queries = {f"{kind}:{i}": w for i, w in enumerate(candidates[:n])}
+    return queries, {qid: holders[w] for qid, w in queries.items()}
+
+
 def keyword_queries(
     dataset: Dataset, *, seed: int = 21, n: int = KEYWORD_QUERIES, most: int = 50
 ) -> tuple[dict[str, str], dict[str, set[str]]]:
     """One-word questions: a word of ``n`` documents' titles (seeded; at least 4 letters), each answered by every
     document whose title holds that word (at most ``most`` of them: a word in more titles says too little to
     judge). Staff type single words into a search box as often as questions."""
-    titled: list[tuple[str, set[str]]] = []
-    with dataset.corpus.open(encoding="utf-8") as handle:
-        for line in handle:
-            data = json.loads(line)
-            words = {w.lower() for w in _TITLE_WORD.findall(str(data.get("title") or ""))}
-            titled.append((str(data["_id"]), words))
-    holders: dict[str, set[str]] = defaultdict(set)
-    for doc, words in titled:
-        for word in words:
-            holders[word].add(doc)
-    rng = random.Random(seed)
-    candidates = sorted(w for w, docs in holders.items() if len(docs) <= most)
-    rng.shuffle(candidates)
-    queries = {f"keyword:{i}": w for i, w in enumerate(candidates[:n])}
-    return queries, {qid: holders[w] for qid, w in queries.items()}
+    return _word_questions(dataset, kind="keyword", text_of=lambda d: str(d.get("title") or ""), seed=seed, n=n,
+                           most=most)
 
 
 def rare_word_queries(
@@ -207,19 +212,8 @@ def rare_word_queries(
     title or text (seeded), answered by every document that holds it. Staff search for a name, a code or a
     term they saw in one document; the keyword questions hold title words only, so without these a word held
     in one body alone looked like noise to the fit (a unique word, its only holder, confidence 0.09)."""
-    holders: dict[str, set[str]] = defaultdict(set)
-    with dataset.corpus.open(encoding="utf-8") as handle:
-        for line in handle:
-            data = json.loads(line)
-            text = f"{data.get('title') or ''} {data.get('text') or ''}"
-            doc = str(data["_id"])
-            for word in {w.lower() for w in _TITLE_WORD.findall(text)}:
-                holders[word].add(doc)
-    rng = random.Random(seed)
-    candidates = sorted(w for w, docs in holders.items() if len(docs) <= most)
-    rng.shuffle(candidates)
-    queries = {f"rare_word:{i}": w for i, w in enumerate(candidates[:n])}
-    return queries, {qid: holders[w] for qid, w in queries.items()}
+    return _word_questions(dataset, kind="rare_word", text_of=lambda d: f"{d.get('title') or ''} {d.get('text') or ''}",
+                           seed=seed, n=n, most=most)
 
 
 def rare_words_as_the_engine_matches(collected: Collected, *, most: int = 3) -> Collected:
