@@ -258,7 +258,7 @@ def item_generate(index: int, spec: CorpusSpec, pool: TextPool, embedder: FastHa
         "body": body,
         "summary": "",
         "content_hash": revision_hash(title=title, body=body, summary=""),
-        "title_folded": analysis.folded_text(title)[:500],
+        **analysis.revision_preview_columns(title, body),
         "created_at": updated_at,
         "chunked": True,
     }

@@ -214,18 +214,30 @@ class PreviewResult(TypedDict):
 
     id: int
     title: str
-    title_spans: list[list[int]]  # [start, end) of each match in ``title``, in characters (code points)
+    title_spans: list[list[int]]  # [start, end) of each typed word in ``title``, in characters (code points)
+    # "title": the title holds every typed word; "content": the title and body hold them together.
+    match: str
+    # A typed word matched only with a typo forgiven (these rows come after the exact ones).
+    typo: bool
+    # For a "content" match: a plain-text passage of the body around the first typed word it holds ("" when
+    # none was found), and the spans of typed words in it. Never HTML.
+    snippet: str
+    snippet_spans: list[list[int]]
     content_type: str
     primary_domain: str
     url: str
 
 
 def preview_json(hit: PreviewHit) -> PreviewResult:
-    """One preview row; the page marks ``title_spans`` itself, inserting the title as text only."""
+    """One preview row; the page marks ``title_spans`` and ``snippet_spans`` itself, inserting text only."""
     return {
         "id": hit.id,
         "title": hit.title,
         "title_spans": [[s.start, s.end] for s in hit.title_spans],
+        "match": "title" if hit.title_match else "content",
+        "typo": hit.fuzzy,
+        "snippet": hit.snippet,
+        "snippet_spans": [[s.start, s.end] for s in hit.snippet_spans],
         "content_type": hit.content_type,
         "primary_domain": hit.primary_domain,
         "url": hit.url,

@@ -100,8 +100,13 @@ class Revision(models.Model):
     summary = models.TextField(blank=True)
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     content_hash = models.CharField(max_length=64)
-    # Lower-cased, accent-folded title for the live preview's substring match (trigram index).
+    # Lower-cased, accent-folded title.
     title_folded = models.CharField(max_length=500, blank=True)
+    # What the live preview matches typed words against (analysis.revision_preview_columns, written with the
+    # revision): the words of the title, the forms of its first word, and every word of title and body.
+    title_words = SearchVectorField(null=True)
+    title_lead = SearchVectorField(null=True)
+    preview_words = SearchVectorField(null=True)
     created_at = models.DateTimeField()
     # Set while the chunker has not yet run for this revision.
     chunked = models.BooleanField(default=False)
@@ -109,6 +114,10 @@ class Revision(models.Model):
     class Meta:
         ordering = ["item", "-number"]
         constraints = [models.UniqueConstraint(fields=["item", "number"], name="revision_number_unique")]
+        indexes = [
+            GinIndex(fields=["title_words"], name="revision_title_words_gin"),
+            GinIndex(fields=["preview_words"], name="revision_preview_words_gin"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.title} (r{self.number})"

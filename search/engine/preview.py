@@ -1,9 +1,17 @@
-"""The live preview: what a fragment typed in the search bar matches, within a time budget.
+"""The live preview: the items whose title and body together hold every word typed into the search bar.
 
-Titles first (trigram and prefix matches), then content (postings of the fragment's words, then trigram
-pairs), each step bounded by ``statement_timeout`` so a slow step shows what it found instead of blocking the
-next keystroke. Reads go through ``ItemScope``, the access rule ``retrieve`` uses, so the preview can never
-show an item the engine would not.
+Words match in any order after the engine's folding (case, accents, French elisions, Arabic normalisation,
+the Arabic article and a leading و/ف); the last word is matched as the start of a word, since it is still
+being typed; a word of 5 letters or more also matches a corpus word one edit away, 9 or more two edits (the
+last word: within its prefix), ranked below exact matches. Titles that hold every word come first (those
+that begin with a typed word first, then the newest), then items whose title and body hold them together.
+
+Matching is one ``@@`` over the revision's word tsvectors (GIN indexes, written with the revision:
+``analysis.revision_preview_columns``); typo candidates come from the corpus vocabulary
+(``search_term_stats``) through B-tree and trigram indexes. Each step runs within the preview's time budget
+on a large corpus, so a slow step shows what it found instead of blocking the next keystroke. Reads go
+through ``ItemScope``, the access rule ``retrieve`` uses, so the preview can never show an item the engine
+would not.
 """
 
 from __future__ import annotations
@@ -13,7 +21,6 @@ import re
 import time
 import unicodedata
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any
 
 import psycopg
@@ -21,14 +28,15 @@ from django.conf import settings
 from django.db import OperationalError, transaction
 
 from search.engine import reads
+from search.engine.expansion import osa_distance
 from search.engine.reads import read_connection
-from search.engine.scope import ItemScope, corpus_for
+from search.engine.scope import ItemScope, chunk_column, corpus_for
 from search.engine.sql import Fragment, compose, param
 from search.errors import InvalidQuery
 from search.models import ContentItem
 from search.principal import Principal
 from search.text import analysis
-from search.text.analysis import folded_text
+from search.text.highlight import plain_passage
 from search.text.query_parser import normalize_query_text
 from search.types import PREVIEW_MAX_LIMIT, Corpus, Span
 
@@ -36,19 +44,26 @@ logger = logging.getLogger(__name__)
 
 # A preview step is not started with less time than this left of the budget.
 MIN_STEP_MS = 2
-# What the preview keeps of its budget for the work after its steps (reading the hits' titles, about 1 ms,
-# and Python): measured at 100k items, see docs/benchmarks.md.
+# What the preview keeps of its budget for the work after its steps (reading the hits' titles and
+# snippets, and Python): see docs/benchmarks.md.
 FINAL_READ_MS = 3
-# Postings a bounded content pass checks per millisecond of budget left: at 100k items one check (a chunk
-# read and its LIKE) took about 13 µs and the statement's round trip and planning about 2.5 ms; this plans
-# for half that speed, so the pass ends before its statement timeout and shows what it found.
-POSTINGS_CHECKS_PER_MS = 15
-# search_text_pairs (migration 0009): how many characters of each piece it keeps, and the characters that
-# end a left piece it leaves out (a pair across a sentence end is not checked).
-TEXT_PAIR_CHARS = 64
-TEXT_PAIR_BREAKS = frozenset(".?!;:")
-# At most this many of a fragment's pairs and pieces are checked (each is one index probe).
-TEXT_PAIR_CHECKS = 8
+# Typed words the preview matches (the first ones; a longer fragment is narrowed enough by them).
+MAX_WORDS = 8
+# A typed word of this many letters or more also matches a corpus word one edit away; of TYPO_TWO_EDITS or
+# more, two edits away.
+TYPO_ONE_EDIT = 5
+TYPO_TWO_EDITS = 9
+# At most this many corpus words (or, for the last word, corpus prefixes) stand in for one mistyped word:
+# the closest, then the most frequent.
+TYPO_FORMS = 8
+# A word of this many letters or fewer is only ever matched whole (narrowing), never as the start of
+# every word it begins; as the last of several words, it is not required at all while being typed.
+SHORT_WORD = 2
+# The body snippet: characters of context before the first matched word, and its length at most.
+SNIPPET_BEFORE = 40
+SNIPPET_CHARS = 160
+# A body match without a built chunk holding the word looks for it in this much of the body.
+SNIPPET_BODY_CHARS = 4000
 _SETTING_NAME = re.compile(r"[a-z_]+")
 _SETTING_VALUE = re.compile(r"[a-z0-9]+")
 
@@ -60,45 +75,73 @@ class PreviewHit:
     content_type: str
     primary_domain: str
     url: str
+    # The title holds every typed word (else the title and body together do).
     title_match: bool
-    # Where the typed fragment occurs in ``title`` (offsets into it; empty for a match in the content only).
+    # Where typed words occur in ``title`` (offsets into it; the typed part only for the last word).
     title_spans: tuple[Span, ...] = ()
+    # For a match that needs the body: a short plain-text passage around the first typed word the body holds,
+    # and where typed words occur in it.
+    snippet: str = ""
+    snippet_spans: tuple[Span, ...] = ()
+    # A typed word matched only with a typo forgiven.
+    fuzzy: bool = False
 
 
-def folded_match_spans(text: str, folded: str) -> tuple[Span, ...]:
-    """Where the folded fragment ``folded`` occurs in ``text``: spans of ``text`` itself (Python character
-    offsets, end exclusive), non-overlapping, left to right.
+@dataclass(frozen=True)
+class TypedWord:
+    """One word of a typed fragment: its folded ``forms`` (``analysis.preview_forms``), whether it is
+    matched as the start of a word (the last word, still being typed), and the corpus words (or prefixes)
+    within its edit distance once ``typo_forms`` has looked them up."""
 
-    The preview's own match rule (``folded_text(text)`` holds ``folded``), mapped back through the folding
-    character by character: ``ecrit`` marks ``Écrit``, ``كتاب`` marks ``كِتَابُ`` (the harakat after the last
-    letter included, so a mark never splits a letter from its accents). Empty when ``folded`` is empty, or
-    when ``text`` folds differently as a whole than character by character (context-dependent lower-casing,
-    such as a Greek final sigma): no mark rather than a wrong one.
-    """
-    if not folded or not text:
-        return ()
-    pieces = [folded_text(ch) for ch in text]
-    joined = "".join(pieces)
-    if joined != folded_text(text):
-        return ()
-    owner = [i for i, piece in enumerate(pieces) for _ in piece]  # folded position -> index in text
-    spans: list[Span] = []
-    at = joined.find(folded)
-    while at != -1:
-        start, end = owner[at], owner[at + len(folded) - 1] + 1
-        while end < len(text) and not pieces[end] and unicodedata.combining(text[end]):
-            end += 1
-        spans.append(Span(start, end))
-        at = joined.find(folded, at + len(folded))
-    return tuple(spans)
+    folded: str
+    forms: tuple[str, ...]
+    prefix: bool
+    typos: tuple[str, ...] = ()
+
+    @property
+    def max_edits(self) -> int:
+        n = len(self.folded)
+        return 2 if n >= TYPO_TWO_EDITS else 1 if n >= TYPO_ONE_EDIT else 0
+
+    def lexemes(self, *, fuzzy: bool) -> tuple[str, ...]:
+        return self.forms + (self.typos if fuzzy else ())
+
+    def tsquery(self, *, fuzzy: bool) -> str:
+        """This word as a tsquery: any of its forms (and, ``fuzzy``, its typo forms), prefix-matched if
+        ``prefix``."""
+        return "(" + analysis.tsquery_any(self.lexemes(fuzzy=fuzzy), prefix=self.prefix) + ")"
+
+    def matches(self, form: str, *, fuzzy: bool) -> int:
+        """How many folded characters of the written word's ``form`` this typed word covers (0: none): the
+        whole form for a whole-word match, the typed part for a prefix."""
+        for lexeme in self.lexemes(fuzzy=fuzzy):
+            if (form.startswith(lexeme) if self.prefix else form == lexeme):
+                return len(lexeme)
+        return 0
 
 
-def _like_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+def typed_words(cleaned: str) -> list[TypedWord]:
+    """The words of a typed fragment the preview matches: the last as a prefix, a short one (``SHORT_WORD``
+    letters or fewer) only whole, and a short last word left out when other words narrow already."""
+    folded = [t.folded for t in analysis.tokens(cleaned)]
+    words: list[TypedWord] = []
+    for i, word in enumerate(folded):
+        last = i == len(folded) - 1
+        if len(word) <= SHORT_WORD and last and len(folded) > 1:
+            continue
+        words.append(TypedWord(word, analysis.preview_forms(word), prefix=last and len(word) > SHORT_WORD))
+    unique = list({(w.folded, w.prefix): w for w in words}.values())
+    return unique[:MAX_WORDS]
 
 
-def _like_pattern(text: str) -> str:
-    return f"%{_like_escape(text)}%"
+def _fragment_query(words: list[TypedWord], *, fuzzy: bool) -> str:
+    """The tsquery every matching item's words satisfy: each typed word (one of its forms) in any order."""
+    return " & ".join(w.tsquery(fuzzy=fuzzy) for w in words)
+
+
+def _any_word_query(words: list[TypedWord], *, fuzzy: bool) -> str:
+    """A tsquery that any one typed word satisfies (a title that begins with a typed word ranks first)."""
+    return " | ".join(w.tsquery(fuzzy=fuzzy) for w in words)
 
 
 def _within_budget(
@@ -180,207 +223,169 @@ def preview_budgeted() -> bool:
     return chunks >= int(settings.SEARCH["PREVIEW_BUDGET_MIN_CHUNKS"])
 
 
-def text_pair_scope(principal: Principal) -> bool | None:
-    """Which ``search_text_pairs`` scope may rule out this principal's previews: the pairs of every text
-    (False) for one who reads everything, those of anonymous-readable text (True) for an anonymous
-    visitor, None (no rule-out) for anyone else. A scope wider than what the principal reads would let the
-    speed of an empty answer tell them whether some text they may not read holds the fragment."""
-    if principal.all_content:
-        return False
-    if principal.is_anonymous:
-        return True
-    return None
 
 
-def fragment_absent(folded: str, *, anonymous: bool, budget_ms: int | None = None) -> bool:
-    """True when no chunk text and no title in the scope (``anonymous``: only what anonymous visitors may
-    read; else all) can hold the folded fragment ``folded`` (as a substring).
+def _edit_pieces(word: str, edits: int) -> tuple[str, str, str]:
+    """Three pieces of ``word`` at least one of which a word within ``edits`` edits (optimal string
+    alignment: a swapped pair is one edit) holds unchanged: its first letters (``head``), letters from its
+    middle (``middle``, two edits only), its last letters (``tail``).
 
-    Wherever ``folded`` occurs, each two of its consecutive space-separated pieces stand side by side in
-    the text: the first piece as the end of a text piece, the last as the start of one, those between
-    whole. ``search_text_pairs`` holds every such pair of the stored text and ``search_text_pieces`` every
-    piece (both kept by triggers), so one pair or piece they lack rules the fragment out, exactly, with a
-    few index probes in one statement. Pairs are checked where they can be (not across a sentence end, nor
-    with a first piece under 3 characters: a probe over too many pairs); a piece no checked pair covers is
-    checked on its own (a fragment of one piece lies inside one text piece), unless a pattern of it would
-    be under 3 characters (no trigram to look up). False when nothing could be ruled out, or the check ran
-    past ``budget_ms``.
-    """
-    pieces = folded.split(" ")
-    scope = "anonymous" if anonymous else "NOT anonymous"
-    checks: list[str] = []
-    params: list[Any] = []
-    covered: set[int] = set()
-    for i, (left, right) in enumerate(pairwise(pieces)):
-        first, last = i == 0, i + 1 == len(pieces) - 1
-        if not left or left[-1] in TEXT_PAIR_BREAKS or (first and len(left) < 3):
+    One edit changes one letter or a swapped pair: splitting the word one letter apart (``head`` + one
+    letter + ``tail``) leaves one side whole. Two edits: two one-letter gaps between three pieces."""
+    n = len(word)
+    if edits <= 1:
+        cut = n // 2
+        return word[:cut], "", word[cut + 1 :]
+    middle_len = max(3, (n - 2) // 3)
+    head_len = (n - 2 - middle_len) // 2
+    return word[:head_len], word[head_len + 1 : head_len + 1 + middle_len], word[head_len + middle_len + 2 :]
+
+
+def typo_forms(words: list[TypedWord], budget_ms: int | None) -> list[TypedWord] | None:
+    """``words`` with their typo forms: the corpus words (for the last word, the corpus words' prefixes)
+    within each word's edit distance, closest and most frequent first, at most ``TYPO_FORMS``; None when the
+    lookup ran past ``budget_ms``.
+
+    The candidates come from the vocabulary the lexical lane and "did you mean" use (``search_term_stats``:
+    body and title words of every item, as of the last index build), through indexes: the corpus words that
+    begin with the typed word's ``head`` (B-tree), end with its ``tail`` (B-tree on the reversed word), or
+    hold its ``middle`` (trigram), within a length window; ``levenshtein`` and then the optimal string
+    alignment distance keep those close enough. A whole word's candidates are exact: every corpus word
+    within the distance holds one piece. For the last word only the head is anchored, the other pieces
+    are looked up where they have 3 letters (a trigram) or more."""
+    lookups: list[tuple[int, str, str, str, str, int, int, int, bool]] = []
+    for i, word in enumerate(words):
+        edits = word.max_edits
+        if not edits:
             continue
-        tail, head = left[::-1][:TEXT_PAIR_CHARS], right[:TEXT_PAIR_CHARS]
-        where = [scope, "tail_rev LIKE %s" if first else "tail_rev = %s"]
-        params.append(_like_escape(tail) + "%" if first else tail)
-        if not last:
-            where.append("head = %s")
-            params.append(head)
-        elif head:
-            where.append("head LIKE %s")
-            params.append(_like_escape(head) + "%")
-        checks.append(f"EXISTS (SELECT 1 FROM search_text_pairs WHERE {' AND '.join(where)})")
-        covered |= {i, i + 1}
-        if len(checks) == TEXT_PAIR_CHECKS:
-            break
-    for i, piece in enumerate(pieces):
-        if i in covered or not piece or len(checks) == TEXT_PAIR_CHECKS:
-            continue
-        first, last = i == 0, i == len(pieces) - 1
-        if not (first or last):  # a whole piece
-            checks.append(f"EXISTS (SELECT 1 FROM search_text_pieces WHERE {scope} AND piece = %s)")
-            params.append(piece)
-        elif len(piece) >= 3:  # the end of a piece, the start of one, or anywhere in one
-            checks.append(f"EXISTS (SELECT 1 FROM search_text_pieces WHERE {scope} AND piece LIKE %s)")
-            params.append(("%" if first else "") + _like_escape(piece) + ("%" if last else ""))
-    if not checks:
-        return False
-    rows = _within_budget(f"SELECT {' AND '.join(checks)}", params, budget_ms)
-    return rows is not None and not rows[0][0]
-
-
-def _postings_term(cleaned: str) -> tuple[str | None, bool]:
-    """The word of a typed fragment whose postings should gather the preview's content candidates, and
-    whether that is exact.
-
-    Exact: a middle word (both neighbours typed, so a whole word in every text holding the fragment) that
-    occurs in at most as many chunks as its postings keep: every chunk holding the fragment is in them, as
-    of the last build (a chunk written since then joins at the next, debounced, build). Otherwise the
-    rarest complete word (all but the last, which may be unfinished), or None.
-    """
-    words = [t.folded for t in analysis.tokens(cleaned)]
-    stops = analysis.all_stop_words()
-    complete = {w for w in words[:-1] if w not in stops}
-    if not complete:
-        return None, False
-    middle = {w for w in words[1:-1] if w not in stops}
-    with read_connection().cursor() as cursor:
-        cursor.execute(
-            "SELECT term, df, df <= cardinality(chunk_ids) FROM search_postings "
-            "WHERE field = 'surface' AND term = ANY(%s) ORDER BY df, term",
-            [sorted(complete)],
-        )
-        rows = cursor.fetchall()
-    for term, _, whole in rows:
-        if whole and term in middle:
-            return term, True
-    return (rows[0][0], False) if rows else (None, False)
-
-
-def _completion_term(cleaned: str) -> str | None:
-    """For a fragment without a complete word ("kidn", "the kidn"): the corpus's most frequent word that
-    starts with the last typed word, or None (a stop word, under 3 letters, or no such word)."""
-    words = [t.folded for t in analysis.tokens(cleaned)]
-    if not words or len(words[-1]) < 3 or words[-1] in analysis.all_stop_words():
-        return None
-    last = words[-1]
-    with read_connection().cursor() as cursor:
-        cursor.execute(
-            "SELECT term FROM search_postings WHERE field = 'surface' AND term >= %s AND term < %s "
-            "AND starts_with(term, %s) ORDER BY df DESC, term LIMIT 1",
-            [last, last + "\U0010ffff", last],
-        )
-        row = cursor.fetchone()
-    return row[0] if row else None
-
-
-def _content_from_postings(
-    term: str,
-    pattern: str,
-    chunk_col: str,
-    items: Fragment,
-    exclude: list[int],
-    wanted: int,
-    budget_ms: int | None,
-    *,
-    depth: int | None = None,
-) -> list[tuple[Any, ...]] | None:
-    """Content matches checked only on the chunks where ``term`` weighs most (its impact-ordered postings;
-    the first ``depth`` of them when given): every row returned really holds the fragment.
-    None when the budget ran out."""
-    postings = "p.chunk_ids" if depth is None else f"p.chunk_ids[1:{int(depth)}]"
-    # no ORDER BY: rows come in postings order as the plan walks the array (not promised; any real match will
-    # do), whereas a sort would check every posting before the LIMIT
-    statement = compose(
+        head, middle, tail = _edit_pieces(word.folded, edits)
+        n = len(word.folded)
+        if word.prefix:
+            # the tail and middle are matched anywhere in the corpus word (a trigram each, 3 letters or more)
+            middle = middle if len(middle) >= 3 else ""
+            anywhere = tail if len(tail) >= 3 else ""
+            lookups.append((i, word.folded, head, middle or anywhere, "", n - edits, 10_000, edits, True))
+            if middle and anywhere:
+                lookups.append((i, word.folded, "", anywhere, "", n - edits, 10_000, edits, True))
+        else:
+            lookups.append((i, word.folded, head, middle if len(middle) >= 3 else "", tail,
+                            n - edits, n + edits, edits, False))
+    if not lookups:
+        return words
+    columns = list(zip(*lookups, strict=True))
+    rows = _within_budget(
         """
-        SELECT c.item_id
-        FROM search_postings p CROSS JOIN LATERAL unnest({postings}) WITH ORDINALITY AS u(id, n)
-        JOIN search_chunk c ON c.id = u.id
-        WHERE p.field = 'surface' AND p.term = {term}
-          AND c.{chunk_col} AND c.folded_text LIKE {pattern} ESCAPE '\\' AND c.item_id IN ({items})
-          AND NOT (c.item_id = ANY({exclude}))
-        LIMIT {wanted}
-    """,
-        postings=postings,
-        term=param(term),
-        chunk_col=chunk_col,
-        pattern=param(pattern),
-        items=items,
-        exclude=param(exclude),
-        wanted=param(wanted),
+        SELECT DISTINCT q.i, t.term
+        FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int[], %s::int[], %s::int[],
+                    %s::bool[]) AS q(i, word, head, middle, tail, shortest, longest, edits, prefix)
+        CROSS JOIN LATERAL (
+            SELECT term FROM search_term_stats
+            WHERE field IN ('surface', 'title') AND q.head <> ''
+              AND term ~>=~ q.head AND term ~<~ (q.head || chr(1114111))
+            UNION
+            SELECT term FROM search_term_stats
+            WHERE field IN ('surface', 'title') AND q.tail <> ''
+              AND reverse(term) ~>=~ reverse(q.tail) AND reverse(term) ~<~ (reverse(q.tail) || chr(1114111))
+            UNION
+            SELECT term FROM search_term_stats  -- the vocabulary's trigram index (all fields: filtered here)
+            WHERE q.middle <> '' AND term LIKE '%%' || q.middle || '%%' AND field || '' IN ('surface', 'title')
+        ) t
+        WHERE length(t.term) BETWEEN q.shortest AND q.longest
+          AND levenshtein(CASE WHEN q.prefix THEN left(t.term, length(q.word) + q.edits) ELSE t.term END,
+                          q.word) <= 2 * q.edits
+        """,
+        [list(c) for c in columns],
+        budget_ms,
     )
-    return _within_budget(statement.sql, list(statement.params), budget_ms)
-
-
-def _bounded_postings_pass(
-    term: str, scope: _PreviewScope, exclude: list[int], wanted: int, budget_ms: int | None
-) -> list[tuple[Any, ...]] | None:
-    """``_content_from_postings`` over as many of ``term``'s postings as ``budget_ms`` allows."""
-    return _content_from_postings(
-        term, scope.pattern, scope.chunk_col, scope.items, exclude, wanted, budget_ms,
-        depth=_checks_within(budget_ms, wanted),
-    )
-
-
-def _checks_within(budget_ms: int | None, wanted: int) -> int | None:
-    """How many postings a bounded pass may check in ``budget_ms`` (None: no budget, check them all)."""
-    if budget_ms is None:
+    if rows is None:
         return None
-    return max(wanted, min(POSTINGS_CHECKS_PER_MS * budget_ms, 1000))
+    found: dict[int, dict[str, int]] = {}
+    for i, term in rows:
+        word = words[i]
+        best = _typo_form(word, term)
+        if best is not None:
+            form, distance = best
+            if form not in word.forms:
+                found.setdefault(i, {})
+                found[i][form] = min(found[i].get(form, distance), distance)
+    out = []
+    for i, word in enumerate(words):
+        ranked = sorted(found.get(i, {}).items(), key=lambda kv: (kv[1], kv[0]))
+        out.append(TypedWord(word.folded, word.forms, word.prefix, tuple(f for f, _ in ranked[:TYPO_FORMS])))
+    return out
+
+
+def _typo_form(word: TypedWord, term: str) -> tuple[str, int] | None:
+    """The form of corpus word ``term`` that stands in for mistyped ``word`` and its distance: ``term``
+    itself for a whole word, for the last word the prefix of ``term`` closest to what was typed; None when
+    none is within the word's edit distance."""
+    edits = word.max_edits
+    if not word.prefix:
+        distance = osa_distance(word.folded, term)
+        return (term, distance) if distance <= edits else None
+    n = len(word.folded)
+    best: tuple[str, int] | None = None
+    for length in sorted(range(max(1, n - edits), min(len(term), n + edits) + 1), key=lambda k: abs(k - n)):
+        distance = osa_distance(word.folded, term[:length])
+        if distance <= edits and (best is None or distance < best[1]):
+            best = (term[:length], distance)
+    return best
 
 
 @reads.replica_reads
 def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[PreviewHit]:
-    """Search-as-you-type: case- and accent-insensitive substring match, title matches first.
+    """Search-as-you-type: the items whose title and body together hold every typed word (module docstring),
+    titles that hold them all first, typo matches after exact ones; at most ``limit`` (≤ 20).
 
-    ``\\``, ``%`` and ``_`` are escaped, so ``50%`` matches the literal text. Bounded index lookups
-    (trigram indexes on the folded title and chunk text, the impact-ordered postings), never a scan-and-sort.
-    A fragment two of whose pieces never stand side by side, or one of whose pieces occurs in no text the
-    caller may read, is answered at once with nothing (``fragment_absent``; anonymous visitors and those who
-    read everything). On a corpus
-    of ``PREVIEW_BUDGET_MIN_CHUNKS`` chunks or more the preview has a time budget (``PREVIEW_BUDGET_MS``, the
-    whole call: its steps stop ``FINAL_READ_MS`` early to read their hits): a fragment made of common
-    trigrams ("men are mor") can make a trigram index hand back most of a large corpus to re-check, and a
-    preview that arrives after the next keystroke is worth nothing. A title search past half the budget is
-    retried walking titles newest first (fast exactly when the fragment is common). Content matches come
-    from the postings of a typed middle word when that word's list is complete (exact and bounded); else,
-    for one typed word, first from the best chunks of its most frequent completion; then from the trigram
-    index, and past its share from as many of the chunks where the rarest complete typed word weighs most
-    as the time left allows. Whatever is found is a real substring match;
-    past the budget the preview shows what it has. The full search (Enter) is exhaustive.
+    On a corpus of ``PREVIEW_BUDGET_MIN_CHUNKS`` chunks or more the preview has a time budget
+    (``PREVIEW_BUDGET_MS``, the whole call; its steps stop ``FINAL_READ_MS`` early to read their hits): a
+    fragment of common words can make the GIN index hand back much of a large corpus to sort by date, and a
+    preview that arrives after the next keystroke is worth nothing. A step past its share of the budget is
+    retried walking items newest first (fast exactly when the words are common). Whatever is shown holds
+    every typed word; past the budget the preview shows what it has. The full search (Enter) is exhaustive.
 
-    In code: ``_preview_titles`` → ``_preview_content`` (only while titles leave room) → ``_preview_hits``.
+    In code: ``typed_words`` → ``_matches`` (titles, then title and body; exact, then with typos) →
+    ``_preview_hits`` (titles, marks and snippets).
     """
     started = time.monotonic()
     cleaned = normalize_query_text(text)
     if not cleaned:
         raise InvalidQuery("q is required: type at least one character.", field="q")
     limit = max(1, min(limit, PREVIEW_MAX_LIMIT))
+    words = typed_words(cleaned)
+    if not words:
+        return []
     corpus = corpus_for(principal)
-    folded = folded_text(cleaned)
     budget = _PreviewBudget.starting(started)
-    pair_scope = text_pair_scope(principal)
-    if pair_scope is not None and fragment_absent(folded, anonymous=pair_scope, budget_ms=budget.left_ms(0.25)):
-        return []  # a pair or a piece of it occurs nowhere: no title or chunk it may read holds it
-    scope = _PreviewScope.of(principal, corpus, folded)
-    title_ids = _preview_titles(scope, limit, budget)
-    content_ids = _preview_content(scope, cleaned, title_ids, limit, budget) if len(title_ids) < limit else []
-    return _preview_hits(title_ids, content_ids[: limit - len(title_ids)], corpus=corpus, folded=folded)
+    scope = _PreviewScope.of(principal, corpus)
+    found: list[tuple[int, bool, bool]] = []  # (item id, title match, fuzzy)
+    _add_matches(found, scope, words, limit, budget, fuzzy=False)
+    if len(found) < limit and any(w.max_edits for w in words):
+        with_typos = typo_forms(words, budget.left_ms(0.5))
+        if with_typos is not None and any(w.typos for w in with_typos):
+            words = with_typos
+            _add_matches(found, scope, words, limit, budget, fuzzy=True)
+    return _preview_hits(found, words, corpus=corpus)
+
+
+def _add_matches(
+    found: list[tuple[int, bool, bool]],
+    scope: _PreviewScope,
+    words: list[TypedWord],
+    limit: int,
+    budget: _PreviewBudget,
+    *,
+    fuzzy: bool,
+) -> None:
+    """Append to ``found`` the items matching ``words`` (titles first, then title and body), up to ``limit``."""
+    query = _fragment_query(words, fuzzy=fuzzy)
+    lead = _any_word_query(words, fuzzy=fuzzy)
+    for column, in_title in (("title_words", True), ("preview_words", False)):
+        if len(found) >= limit:
+            return
+        exclude = [item_id for item_id, *_ in found]
+        rows = _matching_items(scope, column, query, lead if in_title else None, exclude, limit - len(found), budget)
+        found.extend((item_id, in_title, fuzzy) for item_id in rows)
 
 
 @dataclass(frozen=True)
@@ -404,119 +409,72 @@ class _PreviewBudget:
 
 @dataclass(frozen=True)
 class _PreviewScope:
-    """What every preview step matches: the folded fragment as a LIKE pattern, over the items the caller may
-    read (superseded ones left out) in the caller's corpus."""
+    """The items the caller may read (superseded ones left out) in the caller's corpus, and the columns of
+    that corpus."""
 
-    pattern: str
     items: Fragment
     revision_col: str
     chunk_col: str
 
     @classmethod
-    def of(cls, principal: Principal, corpus: Corpus, folded: str) -> _PreviewScope:
+    def of(cls, principal: Principal, corpus: Corpus) -> _PreviewScope:
         scope = ItemScope(principal, corpus)  # the default filters leave superseded items out
         items = scope.items_sql()
         assert items is not None  # no filters: the access rule alone always compiles
-        return cls(_like_pattern(folded), items, scope.revision_column, scope.chunk_column)
+        return cls(items, scope.revision_column, scope.chunk_column)
 
 
-def _preview_titles(scope: _PreviewScope, limit: int, budget: _PreviewBudget) -> list[int]:
-    """The newest ``limit`` items whose title holds the fragment.
+def _matching_items(
+    scope: _PreviewScope,
+    column: str,
+    query: str,
+    lead: str | None,
+    exclude: list[int],
+    wanted: int,
+    budget: _PreviewBudget,
+) -> list[int]:
+    """The items (ids, in order) whose revision's ``column`` matches ``query``, newest first (``lead``: those
+    whose title begins with a typed word before the others).
 
-    A rare fragment: the trigram index finds its few titles at once. A common one ("there is"): the index
-    hands back thousands to sort, while walking titles newest first finds 8 within a few rows. At most half
-    the budget for the first try, so a common fragment has time left for the walk, and the walk leaves some
-    for content matches."""
-    statement = compose(
-        """
-        SELECT i.id FROM search_contentitem i JOIN search_revision r ON r.id = i.{revision_col}
-        WHERE r.title_folded LIKE {pattern} ESCAPE '\\' AND i.id IN ({items})
-        ORDER BY i.updated_at DESC, i.id LIMIT {limit}
-    """,
-        revision_col=scope.revision_col,
-        pattern=param(scope.pattern),
-        items=scope.items,
-        limit=param(limit),
-    )
-    sql, params = statement.sql, list(statement.params)
-    rows = _within_budget(sql, params, budget.left_ms(0.5))
+    The GIN index finds a rare word's few items at once; a common word's thousands must all be sorted, while
+    walking items newest first finds ``wanted`` within a few rows. So at most half of what is left of the
+    budget for the index, then the walk (which ranks the title-lead among the rows it found)."""
+    lead_sql = compose("r.title_lead @@ {lead}::tsquery", lead=param(lead)) if lead else Fragment("false")
+
+    def statement(*, lead_first: bool) -> Fragment:
+        return compose(
+            """
+            SELECT i.id, {lead_sql}
+            FROM search_contentitem i JOIN search_revision r ON r.id = i.{revision_col}
+            WHERE r.{column} @@ {query}::tsquery AND i.id IN ({items}) AND NOT (i.id = ANY({exclude}))
+            ORDER BY {order}i.updated_at DESC, i.id LIMIT {wanted}
+        """,
+            lead_sql=lead_sql,
+            revision_col=scope.revision_col,
+            column=column,
+            query=param(query),
+            items=scope.items,
+            exclude=param(exclude),
+            order=compose("{lead_sql} DESC, ", lead_sql=lead_sql) if lead and lead_first else "",
+            wanted=param(wanted),
+        )
+
+    by_index = statement(lead_first=True)
+    rows = _within_budget(by_index.sql, list(by_index.params), budget.left_ms(0.5))
     if rows is None:
-        rows = _within_budget(sql, params, budget.left_ms(0.6), setting=("enable_bitmapscan", "off")) or []
+        walk = statement(lead_first=False)
+        rows = _within_budget(walk.sql, list(walk.params), budget.left_ms(0.6), setting=("enable_bitmapscan", "off"))
+        if rows is None:
+            logger.info("preview: %s matches cut short by the time budget", column)
+            return []
+        rows.sort(key=lambda r: not r[1])  # stable: title-lead first, newest first within each
     return [r[0] for r in rows]
 
 
-def _content_by_trigrams(
-    scope: _PreviewScope, exclude: list[int], wanted: int, budget_ms: int | None
-) -> list[tuple[Any, ...]] | None:
-    """Content matches through the trigram index on the folded chunk text: exact, and fast unless the fragment
-    is common. None when the budget ran out."""
-    statement = compose(
-        """
-            SELECT c.item_id FROM search_chunk c
-            WHERE c.{chunk_col} AND c.folded_text LIKE {pattern} ESCAPE '\\' AND c.item_id IN ({items})
-              AND NOT (c.item_id = ANY({exclude}))
-            LIMIT {wanted}
-        """,
-        chunk_col=scope.chunk_col,
-        pattern=param(scope.pattern),
-        items=scope.items,
-        exclude=param(exclude),
-        wanted=param(wanted),
-    )
-    return _within_budget(statement.sql, list(statement.params), budget_ms)
-
-
-def _preview_content(
-    scope: _PreviewScope, cleaned: str, title_ids: list[int], limit: int, budget: _PreviewBudget
-) -> list[int]:
-    """Items whose content (not their title: ``title_ids`` are left out) holds the fragment, in the order
-    found: from the postings of a typed middle word when its list is complete; else, for one typed word on a
-    budgeted corpus, first from the best chunks of its most frequent completion, then from the trigram index,
-    and past its share from the best chunks of the rarest complete typed word."""
-    wanted = (limit - len(title_ids)) * 4
-    term, exact = _postings_term(cleaned)
-    content_ids: list[int] = []
-    if term and exact:
-        # A middle word with a complete postings list holds every match: check only its chunks.
-        in_postings = _content_from_postings(
-            term, scope.pattern, scope.chunk_col, scope.items, title_ids, wanted, budget.left_ms()
-        )
-        _add_item_ids(content_ids, in_postings)
-        cut_short = in_postings is None
-    else:
-        completion = _completion_term(cleaned) if budget.budgeted and term is None else None
-        if completion:
-            # One word, maybe unfinished: the best chunks of its most frequent completion nearly all hold it
-            # (a few ms), where the trigram index may hand back much of a large corpus to re-check.
-            completed = _bounded_postings_pass(completion, scope, title_ids, wanted, budget.left_ms(0.5))
-            _add_item_ids(content_ids, completed)
-        cut_short = False
-        if len(content_ids) < limit - len(title_ids):
-            # The trigram index: exact, and fast unless the fragment is common. Past its share, the best
-            # chunks of the rarest complete typed word, as many as the time left allows (a pass the
-            # database cuts short would show nothing, so the pass is sized to end first).
-            by_trigrams = _content_by_trigrams(scope, title_ids + content_ids, wanted, budget.left_ms(0.6))
-            cut_short = by_trigrams is None
-            if by_trigrams is None and term:
-                rarest = _bounded_postings_pass(term, scope, title_ids + content_ids, wanted, budget.left_ms())
-                _add_item_ids(content_ids, rarest)
-            _add_item_ids(content_ids, by_trigrams)
-    if cut_short:
-        logger.info("preview: content matches for %r cut short by the time budget", cleaned[:60])
-    return content_ids
-
-
-def _add_item_ids(item_ids: list[int], rows: list[tuple[Any, ...]] | None) -> None:
-    """Append each row's item id not yet in ``item_ids`` (``rows`` None: a step past its budget, nothing)."""
-    for (item_id,) in rows or []:
-        if item_id not in item_ids:
-            item_ids.append(item_id)
-
-
-def _preview_hits(title_ids: list[int], content_ids: list[int], *, corpus: Corpus, folded: str) -> list[PreviewHit]:
-    """The hits in order, title matches first, each title read from the caller's corpus and marked where
-    it holds the fragment."""
-    ids = title_ids + content_ids
+def _preview_hits(found: list[tuple[int, bool, bool]], words: list[TypedWord], *, corpus: Corpus) -> list[PreviewHit]:
+    """The hits in order, each title read from the caller's corpus and marked where it holds typed words;
+    a hit that needs its body gets a snippet around the first typed word the body holds."""
+    ids = [item_id for item_id, *_ in found]
     items = {
         i.pk: i
         for i in ContentItem.objects.filter(pk__in=ids)
@@ -524,12 +482,125 @@ def _preview_hits(title_ids: list[int], content_ids: list[int], *, corpus: Corpu
         .only("pk", "slug", "content_type", "primary_domain", "live_revision__title", "latest_revision__title")
         .order_by()
     }
+    body_ids = [item_id for item_id, in_title, _ in found if not in_title]
+    passages = _body_passages(body_ids, words, corpus=corpus) if body_ids else {}
     hits = []
-    for item_id in ids:
+    for item_id, in_title, fuzzy in found:
         item = items[item_id]
         revision = item.live_revision if corpus == "live" else (item.latest_revision or item.live_revision)
         title = revision.title if revision else ""
-        spans = folded_match_spans(title, folded)
-        hits.append(PreviewHit(item.pk, title, item.content_type, item.primary_domain, item.get_absolute_url(),
-                               item_id in title_ids, spans))
+        snippet, snippet_spans = passages.get(item_id, ("", ()))
+        hits.append(
+            PreviewHit(
+                item.pk, title, item.content_type, item.primary_domain, item.get_absolute_url(), in_title,
+                word_spans(title, words, fuzzy=fuzzy), snippet, snippet_spans, fuzzy,
+            )
+        )
     return hits
+
+
+def _body_passages(
+    item_ids: list[int], words: list[TypedWord], *, corpus: Corpus
+) -> dict[int, tuple[str, tuple[Span, ...]]]:
+    """For each item, a short passage of its body around the first typed word it holds, and the spans of
+    typed words in it. The item's chunks are read in order (the first one whose folded text holds a typed
+    word's form); an item whose chunks are not built yet is looked for in the start of its body."""
+    patterns = sorted({f"%{_like_escape(f)}%" for w in words for f in w.lexemes(fuzzy=True)})
+    statement = compose(
+        """
+        SELECT DISTINCT ON (c.item_id) c.item_id, c.text FROM search_chunk c
+        WHERE c.item_id = ANY({ids}) AND c.{chunk_col} AND c.folded_text LIKE ANY({patterns})
+        ORDER BY c.item_id, c.ordinal
+    """,
+        ids=param(item_ids),
+        chunk_col=chunk_column(corpus),
+        patterns=param(patterns),
+    )
+    with read_connection().cursor() as cursor:
+        cursor.execute(statement.sql, list(statement.params))
+        texts: dict[int, str] = dict(cursor.fetchall())
+    missing = [i for i in item_ids if i not in texts]
+    if missing:
+        revision_col = "live_revision" if corpus == "live" else "latest_revision"
+        for item_id, body in ContentItem.objects.filter(pk__in=missing).values_list(
+            "pk", f"{revision_col}__body"
+        ):
+            texts[item_id] = (body or "")[:SNIPPET_BODY_CHARS]
+    passages = {}
+    for item_id, text in texts.items():
+        passage = snippet(text, words)
+        if passage[0]:
+            passages[item_id] = passage
+    return passages
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _folded_offsets(text: str) -> list[int] | None:
+    """For each character of ``analysis.fold(text)``, the index in ``text`` it comes from; None when ``text``
+    folds differently as a whole than character by character (no mark rather than a wrong one)."""
+    pieces = [analysis.fold(ch) for ch in text]
+    if "".join(pieces) != analysis.fold(text):
+        return None
+    return [i for i, piece in enumerate(pieces) for _ in piece]
+
+
+def _token_span(token: analysis.Token, start: int, end: int) -> Span | None:
+    """The span of ``token`` (offsets into the whole text) covering folded characters ``start:end`` of it,
+    combining marks after its last letter included (a mark never splits a letter from its accents)."""
+    owner = _folded_offsets(token.text)
+    if owner is None or end > len(owner) or start >= end:
+        return None
+    first, last = owner[start], owner[end - 1] + 1
+    while last < len(token.text) and unicodedata.combining(token.text[last]) and analysis.fold(token.text[last]) == "":
+        last += 1
+    return Span(token.start + first, token.start + last)
+
+
+def _token_match(token: analysis.Token, words: list[TypedWord], *, fuzzy: bool) -> Span | None:
+    """Where ``token`` holds a typed word: the whole word, or the typed part of the last word (after an
+    Arabic clitic or article it was matched without)."""
+    for form in analysis.preview_forms(token.folded):
+        skipped = len(token.folded) - len(form)  # forms drop letters from the front only
+        for word in words:
+            covered = word.matches(form, fuzzy=fuzzy)
+            if covered:
+                end = skipped + covered if word.prefix else len(token.folded)
+                return _token_span(token, skipped if word.prefix else 0, end)
+    return None
+
+
+def word_spans(text: str, words: list[TypedWord], *, fuzzy: bool = False) -> tuple[Span, ...]:
+    """Every place ``text`` holds one of the typed ``words`` (``fuzzy``: or one of their typo forms), left to
+    right, as spans of ``text`` itself."""
+    spans = []
+    for token in analysis.tokens(text):
+        span = _token_match(token, words, fuzzy=fuzzy)
+        if span is not None:
+            spans.append(span)
+    return tuple(spans)
+
+
+def snippet(text: str, words: list[TypedWord]) -> tuple[str, tuple[Span, ...]]:
+    """A passage of about ``SNIPPET_CHARS`` characters of ``text`` starting a little before the first typed
+    word it holds (typo forms included), cut at word boundaries, Markdown markers removed, with the spans of
+    typed words in it; ``("", ())`` when it holds none."""
+    first = next((t for t in analysis.tokens(text) if _token_match(t, words, fuzzy=True)), None)
+    if first is None:
+        return "", ()
+    start = max(0, first.start - SNIPPET_BEFORE)
+    if start:
+        space = text.find(" ", start, first.start)
+        start = space + 1 if space != -1 else first.start
+    end = min(len(text), start + SNIPPET_CHARS)
+    if end < len(text):
+        space = text.rfind(" ", first.end, end)
+        end = space if space != -1 else end
+    piece = text[start:end]
+    plain, spans = plain_passage(piece, word_spans(piece, words, fuzzy=True))
+    prefix = "… " if start else ""
+    suffix = " …" if end < len(text) else ""
+    moved = tuple(Span(s.start + len(prefix), s.end + len(prefix)) for s in spans)
+    return prefix + plain + suffix, moved

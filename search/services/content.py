@@ -16,7 +16,7 @@ from django.utils.text import slugify
 from search.engine import reads
 from search.models import Chunk, ContentItem, IndexState, Revision
 from search.signals import index_marked_dirty
-from search.text.analysis import folded_text
+from search.text import analysis
 from search.text.chunking import chunk_markdown
 
 
@@ -131,7 +131,7 @@ def item_save_revision(
             summary=summary,
             author=author,
             content_hash=digest,
-            title_folded=folded_text(title)[:500],
+            **analysis.revision_preview_columns(title, body),
             created_at=created_at or timezone.now(),
         )
         item.latest_revision = revision

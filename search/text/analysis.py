@@ -23,8 +23,12 @@ STEM_LANGUAGES = {"en": "english", "fr": "french", "ar": "arabic"}
 _DATA = Path(__file__).parent / "analysis_data"
 
 # Letters, digits and joiners inside a word; an apostrophe splits (l'offre → l, offre). U+02BC (the modifier
-# letter apostrophe some keyboards type for ') counts as an apostrophe, not as a letter.
-WORD_RE = re.compile(r"[^\W_\u02bc]+", re.UNICODE)
+# letter apostrophe some keyboards type for ') counts as an apostrophe, not as a letter. Combining marks after a
+# letter (Arabic harakat, a decomposed accent) stay inside the word: ``الكِتَابةِ`` is one word, as is ``écrit``
+# typed as e + U+0301 (they are not word characters to ``re``, which split such words into pieces).
+COMBINING_MARKS = "\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06dc\u06df-\u06e4" \
+    "\u06e7\u06e8\u06ea-\u06ed\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+WORD_RE = re.compile(rf"[^\W_\u02bc](?:[^\W_\u02bc]|[{COMBINING_MARKS}])*", re.UNICODE)
 APOSTROPHES = frozenset("'\u2019\u02bc\u2018`\u00b4")
 # French elided words: ``l'offre``, ``qu'il``, ``jusqu'à`` — dropped before the apostrophe (as Lucene's
 # ElisionFilter does), so the word after it is the one indexed, counted and matched.
@@ -103,6 +107,17 @@ def arabic_clitic_variants(folded_word: str) -> list[str]:
     if folded_word[:1] in ARABIC_CLITICS and len(folded_word) >= 4 and is_arabic(folded_word):
         return [folded_word[1:]]
     return []
+
+
+def preview_forms(folded_word: str) -> tuple[str, ...]:
+    """The forms under which the live preview finds a word: as folded and, for Arabic, with a leading و/ف
+    clitic and then the article stripped (``والغابات`` → ``والغابات``, ``الغابات``, ``غابات``). A word typed
+    into the search bar is looked up under the same forms, so ``والغاب`` finds ``الغابات``."""
+    forms = [folded_word, *arabic_clitic_variants(folded_word)]
+    for form in list(forms):
+        if is_arabic(form):
+            forms.append(title_form(form))
+    return tuple(dict.fromkeys(forms))
 
 
 @dataclass(frozen=True)
@@ -191,6 +206,48 @@ def terms_tsvector(terms: list[str]) -> str:
     for position, term in enumerate(terms, start=1):
         postings.setdefault(term, []).append(position)
     return to_tsvector_literal(postings)
+
+
+# PostgreSQL refuses a tsvector over 1 MB; a text whose distinct words would pass this keeps its first ones.
+PREVIEW_WORDS_MAX_BYTES = 900_000
+
+
+def preview_words_tsvector(*texts: str) -> str:
+    """A tsvector literal (no positions) of every word of ``texts`` under its ``preview_forms``: what the live
+    preview matches typed words against, by ``@@`` and a GIN index."""
+    seen: dict[str, None] = {}
+    size = 0
+    for text in texts:
+        for token in tokens(text):
+            for form in preview_forms(token.folded):
+                if form in seen or len(form.encode()) > 2000:
+                    continue
+                size += len(form.encode()) + 4
+                if size > PREVIEW_WORDS_MAX_BYTES:
+                    return " ".join(quote_lexeme(w) for w in seen)
+                seen[form] = None
+    return " ".join(quote_lexeme(w) for w in seen)
+
+
+def title_lead(title: str) -> str:
+    """A tsvector literal of the forms of a title's first word, articles skipped (``The tender …`` →
+    ``tender``): the preview ranks titles that begin with a typed word first."""
+    for token in tokens(title):
+        if token.folded not in TITLE_ARTICLES:
+            return " ".join(quote_lexeme(w) for w in preview_forms(token.folded) if len(w.encode()) <= 2000)
+    return ""
+
+
+def revision_preview_columns(title: str, body: str) -> dict[str, str]:
+    """The columns of a revision the live preview reads (``search.engine.preview``), computed when the revision
+    is written: its folded title, and the tsvectors of its title's words, its title's first word and every
+    word of title and body."""
+    return {
+        "title_folded": folded_text(title)[:500],
+        "title_words": preview_words_tsvector(title),
+        "title_lead": title_lead(title),
+        "preview_words": preview_words_tsvector(title, body),
+    }
 
 
 def folded_text(text: str) -> str:

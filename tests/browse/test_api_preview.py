@@ -63,7 +63,10 @@ def test_title_matches_come_before_content_only_matches(client: Client) -> None:
     data = client.get("/api/search/preview", {"q": "TENDER"}).json()
     # then
     assert [r["title"] for r in data["results"]] == ["Tender checklist", "Something else"]
-    assert set(data["results"][0]) == {"id", "title", "title_spans", "content_type", "primary_domain", "url"}
+    assert set(data["results"][0]) == {
+        "id", "title", "title_spans", "snippet", "snippet_spans", "match", "typo", "content_type", "primary_domain",
+        "url",
+    }
 
 
 def test_rows_carry_where_an_accented_fragment_of_another_case_occurs_in_the_title(client: Client) -> None:
@@ -133,8 +136,7 @@ def test_preview_query_count_is_bounded(client: Client, django_assert_max_num_qu
     for i in range(10):
         make_item(title=f"Guide {i}", body="About tenders.")
     build()
-    # then: the check that the typed word occurs in some text, titles, content, the hits, and (at most once
-    # a minute) the corpus size
+    # then: titles, title and body, the hits, their snippets, and (at most once a minute) the corpus size
     with django_assert_max_num_queries(5):
         assert client.get("/api/search/preview", {"q": "tender"}).json()["count"] == 8
     # and on a corpus large enough for the time budget: per step the budget is set and the query runs
@@ -145,11 +147,11 @@ def test_preview_query_count_is_bounded(client: Client, django_assert_max_num_qu
         assert client.get("/api/search/preview", {"q": "tender"}).json()["count"] == 8
 
 
-def test_steps_past_their_budget_retry_titles_newest_first_and_skip_content(
+def test_steps_past_their_budget_retry_walking_items_newest_first(
     client: Client, monkeypatch: Any, settings: Any
 ) -> None:
-    # given: a corpus under the time budget, and every first attempt at a step runs out of it (as a common
-    # fragment does at scale)
+    # given: a corpus under the time budget, and every first attempt at a step runs out of it (as a fragment
+    # of common words does at scale)
     import search.engine.preview as selectors
 
     settings.SEARCH = {**settings.SEARCH, "PREVIEW_BUDGET_MIN_CHUNKS": 0}
@@ -161,107 +163,43 @@ def test_steps_past_their_budget_retry_titles_newest_first_and_skip_content(
     calls: list[tuple[str, Any]] = []
 
     def first_attempt_runs_out(sql: str, params: list[Any], budget_ms: int, *, setting: Any = None) -> Any:
-        kind = "pieces" if "search_text_pieces" in sql else "content" if "search_chunk" in sql else "title"
+        kind = "body" if "r.preview_words" in sql else "title" if "r.title_words" in sql else "other"
         calls.append((kind, setting))
         return real(sql, params, budget_ms, setting=setting) if setting else None
 
     monkeypatch.setattr(selectors, "_within_budget", first_attempt_runs_out)
     # when
     data = client.get("/api/search/preview", {"q": "tender"}).json()
-    # then: the check that the word occurs somewhere ran out (so nothing was ruled out), the title step was
-    # retried walking titles newest first; both content steps (the best chunks of the word "tender" completes
-    # to, then the trigram index) ran out too
+    # then: titles, then title and body, each retried walking items newest first, and both found their match;
+    # then (fewer than 8 found) the typo lookup, which ran out too: no typo forms
     assert calls == [
-        ("pieces", None), ("title", None), ("title", ("enable_bitmapscan", "off")), ("content", None),
-        ("content", None),
+        ("title", None), ("title", ("enable_bitmapscan", "off")),
+        ("body", None), ("body", ("enable_bitmapscan", "off")),
+        ("other", None),
     ]
-    assert [r["title"] for r in data["results"]] == ["Tender checklist"]
+    assert [r["title"] for r in data["results"]] == ["Tender checklist", "Something else"]
 
 
-def test_one_typed_word_gets_content_matches_from_its_most_frequent_completion(
+def test_a_step_that_runs_out_twice_shows_what_the_others_found(
     client: Client, monkeypatch: Any, settings: Any
 ) -> None:
-    # given: a large-corpus preview (budgeted) where the trigram content search runs out of time
+    # given: the title-and-body step always runs out of time
     import search.engine.preview as selectors
 
     settings.SEARCH = {**settings.SEARCH, "PREVIEW_BUDGET_MIN_CHUNKS": 0}
-    make_item(title="Harbour notes", body="Tender rules for the harbour, and tenders received.")
-    make_item(title="Quay notes", body="Tenderness of the quay wall; tender offers.")
-    make_item(title="Dock notes", body="Nothing about that here.")
+    make_item(title="Tender checklist", body="Nothing here.")
+    make_item(title="Something else", body="Mentions the tender once.")
     build()
     real = selectors._within_budget
-    checked: list[str] = []
 
-    def trigram_runs_out(sql: str, params: list[Any], budget_ms: int, *, setting: Any = None) -> Any:
-        if "search_postings" in sql:
-            checked.append(params[0])
-            return real(sql, params, budget_ms, setting=setting)
-        return None if "FROM search_chunk c" in sql else real(sql, params, budget_ms, setting=setting)
+    def body_runs_out(sql: str, params: list[Any], budget_ms: int, *, setting: Any = None) -> Any:
+        return None if "r.preview_words" in sql else real(sql, params, budget_ms, setting=setting)
 
-    monkeypatch.setattr(selectors, "_within_budget", trigram_runs_out)
-    # when: "tende" is unfinished; "tender" is its most frequent completion in the corpus
-    data = client.get("/api/search/preview", {"q": "Tende"}).json()
-    # then: the chunks holding "tender" were checked, and each result really contains the fragment
-    assert checked == ["tender"]
-    assert sorted(r["title"] for r in data["results"]) == ["Harbour notes", "Quay notes"]
-
-
-def test_a_bounded_postings_pass_checks_what_the_time_left_allows() -> None:
-    import search.engine.preview as selectors
-
-    # no budget (a small corpus): every posting; a budget: in proportion, never fewer than wanted, at most all
-    assert selectors._checks_within(None, 32) is None
-    assert selectors._checks_within(2, 32) == 32
-    assert selectors._checks_within(6, 32) == 6 * selectors.POSTINGS_CHECKS_PER_MS
-    assert selectors._checks_within(10_000, 32) == 1000
-
-
-def test_a_middle_word_with_a_complete_postings_list_finds_content_matches_exactly(
-    client: Client, monkeypatch: Any
-) -> None:
-    # given: the fragment's middle word "census" is rare, so its postings hold every chunk with it
-    import search.engine.preview as selectors
-
-    make_item(title="Island report", body="The annual quokka census island by island, with maps.")
-    make_item(title="Other report", body="A census of bridges, quokka free.")
-    build()
-    used: list[str] = []
-    real = selectors._content_from_postings
-
-    def spy(term: str, *args: Any) -> Any:
-        used.append(term)
-        return real(term, *args)
-
-    monkeypatch.setattr(selectors, "_content_from_postings", spy)
+    monkeypatch.setattr(selectors, "_within_budget", body_runs_out)
     # when
-    data = client.get("/api/search/preview", {"q": "quokka census isl"}).json()
-    # then: only the chunks holding "census" were checked, and the substring decided
-    assert used == ["census"]
-    assert [r["title"] for r in data["results"]] == ["Island report"]
-
-
-def test_past_the_budget_content_comes_from_the_rarest_typed_words_postings(
-    client: Client, monkeypatch: Any, settings: Any
-) -> None:
-    # given: the trigram content search runs out of time (as a common fragment does at scale)
-    import search.engine.preview as selectors
-
-    settings.SEARCH = {**settings.SEARCH, "PREVIEW_BUDGET_MIN_CHUNKS": 0}
-
-    make_item(title="Harbour notes", body="Tide tables for the harbour entrance, updated weekly.")
-    build()
-    real = selectors._within_budget
-
-    def trigram_content_runs_out(sql: str, params: list[Any], budget_ms: int, *, setting: Any = None) -> Any:
-        if "FROM search_chunk c" in sql and "search_postings" not in sql:
-            return None
-        return real(sql, params, budget_ms, setting=setting)
-
-    monkeypatch.setattr(selectors, "_within_budget", trigram_content_runs_out)
-    # when: "tables" is complete (the last word may be unfinished), "for" is a stop word
-    data = client.get("/api/search/preview", {"q": "tide tables for the harb"}).json()
+    data = client.get("/api/search/preview", {"q": "tender"}).json()
     # then
-    assert [r["title"] for r in data["results"]] == ["Harbour notes"]
+    assert [r["title"] for r in data["results"]] == ["Tender checklist"]
 
 
 def test_a_small_corpus_has_no_time_budget_so_a_loaded_machine_cannot_cut_its_preview(
@@ -283,6 +221,7 @@ def test_a_small_corpus_has_no_time_budget_so_a_loaded_machine_cannot_cut_its_pr
     monkeypatch.setattr(selectors, "_within_budget", spy)
     # when
     data = client.get("/api/search/preview", {"q": "tender"}).json()
-    # then: every step (the check that the word occurs somewhere, titles, content) ran without a timeout
+    # then: every step (titles, title and body, the typo lookup: no corpus word is one edit from "tender")
+    # ran without a timeout
     assert budgets == [None, None, None]
     assert [r["title"] for r in data["results"]] == ["Tender checklist", "Something else"]

@@ -8,13 +8,12 @@ import pytest
 from django.contrib.auth.models import Group
 from django.core.cache import cache
 
-from search.engine.preview import folded_match_spans, preview_search
+from search.engine.preview import preview_search, typed_words, word_spans
 from search.models import ContentItem
 from search.principal import ANONYMOUS, Principal, principal_for_user
 from search.selectors.catalogue import card_extras, filter_options, top_domains
 from search.selectors.closed import closed_placeholders
 from search.services.item_reads import item_mark_read
-from search.text.analysis import folded_text
 from search.types import SearchFilters, Span
 from tests.factories import build, make_item
 
@@ -143,19 +142,21 @@ def test_a_preview_step_past_its_budget_is_cancelled_and_the_session_is_left_as_
         ("e\u0301crit", "ecrit", ["e\u0301crit"]),  # a decomposed accent stays inside the mark
         ("crite\u0301rium", "crite", ["crite\u0301"]),  # ... also after the last letter
         ("دليل الكِتَابةِ", "كتاب", ["كِتَاب"]),  # harakat ignored, kept inside the mark
-        ("A \ufb01le", "ile", ["\ufb01le"]),  # a ligature folds to two letters: it is marked whole
-        ("50% deposit, 50 %", "50%", ["50%"]),
-        ("aaaa", "aa", ["aa", "aa"]),  # non-overlapping, left to right
+        ("A \ufb01le", "fil", ["\ufb01l"]),  # a ligature folds to two letters: the mark takes it whole
+        ("50% deposit, 50 %", "50%", ["50", "50"]),  # words only: the % is not one
+        ("aaaa", "aa", []),  # a word of two letters matches only whole
         ("Pricing", "policy", []),
-        ("Pricing", "", []),
         ("ΟΔΟΣ", "οδος", []),  # folds differently as a whole (final sigma): no mark rather than a wrong one
+        ("Rédiger une réponse à un appel d'offres", "reponse appel", ["réponse", "appel"]),
+        ("Tender submission rules", "submission tend", ["Tender"[:4], "submission"]),  # the last word: typed part
+        ("إدارة والغابات", "والغاب", ["والغاب"]),  # Arabic clitic and article
+        ("إدارة الغابات", "والغاب", ["الغاب"]),
+        ("إدارة الغابات", "غاب", ["غاب"]),
     ],
 )
-def test_folded_match_spans_are_offsets_in_the_text_as_written(
-    text: str, typed: str, marked: list[str]
-) -> None:
+def test_word_spans_are_offsets_in_the_text_as_written(text: str, typed: str, marked: list[str]) -> None:
     # when
-    spans = folded_match_spans(text, folded_text(typed))
+    spans = word_spans(text, typed_words(typed))
     # then
     assert [text[s.start : s.end] for s in spans] == marked
 
