@@ -4,7 +4,8 @@ For each corpus size, in its own scratch database (``scratch_db``; never the use
 1. build the corpus (``bench_corpus``: SciFact text, the build's own columns, hash-provider vectors);
 2. time, in process, with warm-up: the live preview (``preview.preview_search``), the lexical lane,
    the vector lane and hybrid ``retrieve()``; then the baselines on the same data and queries:
-   substring ILIKE without a trigram index, stock ``ts_rank`` over a GIN index with an OR query, and
+   the preview's word rule as word-by-word ILIKE without its word indexes, stock ``ts_rank`` over a GIN
+   index with an OR query, and
    an exact vector scan that cannot use the HNSW index;
 3. EXPLAIN ANALYZE the slowest statement of each path (captured with ``connection.execute_wrapper``);
 4. start the real ASGI app (uvicorn) on the database and time round trips of ``POST /api/search``,
@@ -60,12 +61,12 @@ PATHS = (
     "http_search",
     "http_graphql",
     "http_mcp",
-    "baseline_ilike",
+    "baseline_words",
     "baseline_ts_rank",
     "baseline_exact_vector",
 )
 # (ours, baseline): the pairs whose latency ratio the report gives.
-PAIRS = (("preview", "baseline_ilike"), ("lexical", "baseline_ts_rank"), ("vector", "baseline_exact_vector"))
+PAIRS = (("preview", "baseline_words"), ("lexical", "baseline_ts_rank"), ("vector", "baseline_exact_vector"))
 PREVIEW_LIMIT = 8  # what the search box asks for
 SEARCH_LIMIT = 20  # a results page
 
@@ -201,26 +202,29 @@ def _like(text: str) -> str:
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def baseline_ilike(text: str) -> list[int]:
-    """The preview done naively: ILIKE on the raw title, then on the raw chunk text (no trigram index)."""
+def baseline_words(text: str) -> list[int]:
+    """The preview's word rule done naively, without its word indexes: titles that hold every typed word
+    (ILIKE of each word), newest first, then items whose title and body together hold them (a scan of every
+    live revision's text)."""
     items = _items_sql()
     items_sql, items_params = items.sql, list(items.params)
-    pattern = _like(query_parser.normalize_query_text(text))
+    patterns = [_like(word) for word in query_parser.normalize_query_text(text).split()] or ["%"]
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT i.id FROM search_contentitem i JOIN search_revision r ON r.id = i.live_revision_id "
-            f"WHERE r.title ILIKE %s AND i.id IN ({items_sql}) ORDER BY i.updated_at DESC, i.id LIMIT %s",
-            [pattern, *items_params, PREVIEW_LIMIT],
+            f"WHERE r.title ILIKE ALL(%s) AND i.id IN ({items_sql}) ORDER BY i.updated_at DESC, i.id LIMIT %s",
+            [patterns, *items_params, PREVIEW_LIMIT],
         )
         ids = [r[0] for r in cursor.fetchall()]
         if len(ids) < PREVIEW_LIMIT:
             cursor.execute(
-                f"SELECT c.item_id FROM search_chunk c WHERE c.in_live AND c.text ILIKE %s "
-                f"AND c.item_id IN ({items_sql}) AND NOT (c.item_id = ANY(%s)) LIMIT %s",
-                [pattern, *items_params, ids, (PREVIEW_LIMIT - len(ids)) * 4],
+                f"SELECT i.id FROM search_contentitem i JOIN search_revision r ON r.id = i.live_revision_id "
+                f"WHERE (r.title || ' ' || r.body) ILIKE ALL(%s) AND i.id IN ({items_sql}) "
+                f"AND NOT (i.id = ANY(%s)) ORDER BY i.updated_at DESC, i.id LIMIT %s",
+                [patterns, *items_params, ids, PREVIEW_LIMIT - len(ids)],
             )
             ids += [r[0] for r in cursor.fetchall()]
-    return ids[:PREVIEW_LIMIT]
+    return ids
 
 
 TSRANK_TABLE = "bench_tsrank"
@@ -285,7 +289,7 @@ IN_PROCESS: dict[str, tuple[Callable[[str], Any], str]] = {
     "vector": (path_vector, "search"),
     "hybrid": (path_hybrid, "search"),
     "hybrid_real_embedding": (path_hybrid_real_embedding, "search"),
-    "baseline_ilike": (baseline_ilike, "preview"),
+    "baseline_words": (baseline_words, "preview"),
     "baseline_ts_rank": (baseline_ts_rank, "search"),
     "baseline_exact_vector": (baseline_exact_vector, "search"),
 }
@@ -602,22 +606,92 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
     return results
 
 
-def preview_completeness(texts: list[str]) -> dict[str, Any]:
-    """What the preview's time budget costs in results: each text is previewed within the budget (as
-    timed) and without it (every step runs to the end), and the report says how many previews that have
-    matches showed any, and how many showed as many as the unbudgeted one."""
-    counts = []
-    for text in texts:
-        within = len(path_preview(text))
-        with override_settings(SEARCH={**settings.SEARCH, "PREVIEW_BUDGET_MIN_CHUNKS": 10**15}):
-            unbounded = len(path_preview(text))
-        counts.append((within, unbounded))
-    with_matches = [(w, u) for w, u in counts if u]
+# The kinds of typed fragments the completeness report draws from the corpus (beside the SciFact-claim
+# fragments of ``queries.preview``): words as they stand in an item's title or body, the last one often cut
+# short as while typing, and fragments with one typo in a word of 5 letters or more.
+FRAGMENT_KINDS = ("one_word", "two_words", "three_words", "typo")
+
+
+def _typo(word: str, rng: random.Random) -> str:
+    """``word`` with one edit: a letter changed, dropped, doubled or swapped with the next."""
+    at = rng.randrange(1, len(word) - 1)
+    kind = rng.choice(("change", "drop", "double", "swap"))
+    if kind == "change":
+        letter = rng.choice([c for c in "aeioulnrst" if c != word[at]])
+        return word[:at] + letter + word[at + 1 :]
+    if kind == "drop":
+        return word[:at] + word[at + 1 :]
+    if kind == "double":
+        return word[:at] + word[at] + word[at:]
+    return word[:at] + word[at + 1] + word[at] + word[at + 2 :]
+
+
+def corpus_fragments(count: int, *, seed: int) -> dict[str, list[str]]:
+    """``count`` typed fragments of each of ``FRAGMENT_KINDS``, drawn with a seeded RNG from the titles and
+    bodies of items anonymous visitors may read: consecutive words (1, 2 or 3), the last cut to a prefix of
+    3 letters or more half the time; a typo fragment is 1 or 2 words, one of 5 letters or more mistyped."""
+    rng = random.Random(seed)
+    items = _items_sql()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT r.title, left(r.body, 3000) FROM search_contentitem i "
+            f"JOIN search_revision r ON r.id = i.live_revision_id WHERE i.id IN ({items.sql}) "
+            f"ORDER BY md5(i.id::text || %s) LIMIT %s",
+            [*items.params, str(seed), count * len(FRAGMENT_KINDS) * 2],
+        )
+        texts = [title if rng.random() < 0.3 else body for title, body in cursor.fetchall()]
+    out: dict[str, list[str]] = {kind: [] for kind in FRAGMENT_KINDS}
+    for i, text in enumerate(texts):
+        kind = FRAGMENT_KINDS[i % len(FRAGMENT_KINDS)]
+        if len(out[kind]) >= count:
+            continue
+        words = [w for w in analysis.WORD_RE.findall(text) if len(w) > 1]
+        size = {"one_word": 1, "two_words": 2, "three_words": 3, "typo": rng.randint(1, 2)}[kind]
+        if len(words) < size:
+            continue
+        start = rng.randint(0, len(words) - size)
+        typed = words[start : start + size]
+        if kind == "typo":
+            long = [j for j, w in enumerate(typed) if len(w) >= 5]
+            if not long:
+                continue
+            j = rng.choice(long)
+            typed[j] = _typo(typed[j], rng)
+        elif len(typed[-1]) > 3 and rng.random() < 0.5:
+            typed[-1] = typed[-1][: rng.randint(3, len(typed[-1]) - 1)]
+        out[kind].append(" ".join(typed).lower() if rng.random() < 0.7 else " ".join(typed))
+    return out
+
+
+def preview_completeness(fragments: dict[str, list[str]]) -> dict[str, Any]:
+    """What the preview's time budget costs in results: each fragment is previewed within the budget (as
+    timed) and without it (every step runs to the end); a fragment is complete when the budgeted preview
+    shows every item the unbudgeted one puts in its first ``PREVIEW_LIMIT``. Per kind and overall: how many
+    fragments, how many have matches, how many of those showed some, and how many are complete."""
+
+    def tally(pairs: list[tuple[list[int], list[int]]]) -> dict[str, Any]:
+        matched = [(w, u) for w, u in pairs if u]
+        complete = sum(1 for w, u in pairs if set(u) <= set(w))
+        return {
+            "previews": len(pairs),
+            "with_matches": len(matched),
+            "showed_some": sum(1 for w, _ in matched if w),
+            "showed_all": sum(1 for w, u in matched if set(u) <= set(w)),
+            "complete": complete,
+            "share": round(complete / len(pairs), 4) if pairs else None,
+        }
+
+    by_kind: dict[str, list[tuple[list[int], list[int]]]] = {}
+    for kind, texts in fragments.items():
+        for text in texts:
+            within = [h.id for h in path_preview(text)]
+            with override_settings(SEARCH={**settings.SEARCH, "PREVIEW_BUDGET_MIN_CHUNKS": 10**15}):
+                unbounded = [h.id for h in path_preview(text)]
+            by_kind.setdefault(kind, []).append((within, unbounded))
+    every = [pair for pairs in by_kind.values() for pair in pairs]
     return {
-        "previews": len(counts),
-        "with_matches": len(with_matches),
-        "showed_some": sum(1 for w, _ in with_matches if w),
-        "showed_all": sum(1 for w, u in with_matches if w >= u),
+        **tally(every),
+        "by_kind": {kind: tally(pairs) for kind, pairs in by_kind.items()},
         "budgeted": preview.preview_budgeted(),
     }
 
@@ -642,7 +716,9 @@ def _measure_in_process(
             )
         measured[path] = {**percentiles(latencies), "n": len(latencies)}
         plans[path] = explain(fn, _median_text(texts, latencies), top=2 if path == "preview" else 1)
-    measured["preview"]["completeness"] = preview_completeness(queries.preview[: opts.baseline_queries])
+    fragments = {"claims": queries.preview[: opts.baseline_queries],
+                 **corpus_fragments(opts.baseline_queries, seed=opts.seed)}
+    measured["preview"]["completeness"] = preview_completeness(fragments)
     return measured, plans
 
 

@@ -11,9 +11,8 @@ The rows are what the ORM importer and ``index_rebuild`` would write, only faste
   feature hashing of the chunk's embedding text), computed by an equivalent memoised loop;
 then ``indexing.stats_refresh()`` and ``vector_index.vector_index_ensure()`` run exactly as in the build.
 Rows go in with ``COPY`` while the secondary indexes are dropped; the indexes are then recreated
-from their own definitions (``pg_indexes``), so the schema ends up exactly as migrated. The text-pair
-triggers (migrations 0009, 0010) are off during the copy; ``search_text_pairs_fill()`` and
-``search_text_pieces_fill()`` then add every pair and piece at once.
+from their own definitions (``pg_indexes``), so the schema ends up exactly as migrated. Revisions carry the
+preview's word columns (``analysis.revision_preview_columns``, as the content service writes them).
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -364,28 +362,6 @@ def _secondary_indexes(tables: Sequence[str]) -> list[tuple[str, str]]:
         return list(cursor.fetchall())
 
 
-@contextmanager
-def text_pair_triggers_off() -> Iterator[None]:
-    """The text-pair triggers (migration 0009, found by name; they add pieces too since 0010) off while rows
-    are copied in (one bulk fill afterwards instead of a trigger call per row); back on however the copy
-    ends."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT tgrelid::regclass::text, quote_ident(tgname) FROM pg_trigger "
-            "WHERE NOT tgisinternal AND tgname LIKE %s ORDER BY tgname",
-            ["search\\_%\\_text\\_pairs\\_%"],
-        )
-        triggers = cursor.fetchall()
-        for table, name in triggers:
-            cursor.execute(f"ALTER TABLE {table} DISABLE TRIGGER {name}")
-    try:
-        yield
-    finally:
-        with connection.cursor() as cursor:
-            for table, name in triggers:
-                cursor.execute(f"ALTER TABLE {table} ENABLE TRIGGER {name}")
-
-
 def _copy_batch(batch: list[GeneratedItem], plans: dict[str, _CopyPlan], now: datetime) -> None:
     """COPY one batch of generated items, their revisions and chunks (``plans`` is filled on first use)."""
     if not plans:
@@ -440,23 +416,14 @@ def corpus_load(
             cursor.execute(f'DROP INDEX "{name}"')
     generated_started = time.monotonic()
     plans: dict[str, _CopyPlan] = {}
-    with text_pair_triggers_off():
-        for batch in items_generate(spec, pool, workers=workers):
-            _copy_batch(batch, plans, now)
-            report.items += len(batch)
-            report.revisions += len(batch)
-            report.chunks += sum(len(g.chunks) for g in batch)
-            if progress:
-                progress(len(batch))
+    for batch in items_generate(spec, pool, workers=workers):
+        _copy_batch(batch, plans, now)
+        report.items += len(batch)
+        report.revisions += len(batch)
+        report.chunks += sum(len(g.chunks) for g in batch)
+        if progress:
+            progress(len(batch))
     report.seconds["generate_copy"] = time.monotonic() - generated_started
-    started = time.monotonic()
-    with connection.cursor() as cursor:
-        cursor.execute("SET work_mem = '256MB'")
-        cursor.execute("SELECT search_text_pairs_fill()")
-        cursor.execute("SELECT search_text_pieces_fill()")
-        cursor.execute("RESET work_mem")
-    report.seconds["text_pairs"] = time.monotonic() - started
-    say(f"  text pairs and pieces: {report.seconds['text_pairs']:.1f} s")
     with connection.cursor() as cursor:
         for table in (ContentItem._meta.db_table, Revision._meta.db_table):
             cursor.execute(
@@ -517,6 +484,5 @@ def corpus_counts() -> LoadReport:
 # Everything the measured paths read: tables, their TOAST tables and all their indexes.
 PREWARM_TABLES = (
     "search_chunk", "search_postings", "search_term_stats", "search_corpus_stats", "search_revision",
-    "search_contentitem", "search_citation", "search_embeddingspace", "search_text_pairs",
-    "search_text_pieces",
+    "search_contentitem", "search_citation", "search_embeddingspace",
 )

@@ -6,7 +6,8 @@
  * typing; a change of the text aborts the request in flight (AbortController) and every answer carries
  * its request's sequence number, so only the answer to the latest request for the text now typed renders;
  * answers are cached for 30 s; a 429 keeps the results already shown (no error toast). Each row's title
- * is inserted as text, with <mark> elements around the server's title_spans (the typed fragment).
+ * is inserted as text, with <mark> elements around the server's title_spans (the typed words); a row found
+ * through its body also shows the server's snippet, marked at its snippet_spans.
  * Submitting (Enter, the button, picking an option) cancels the pending and the in-flight preview and
  * closes the dropdown; it stays closed, whatever arrives late, until the user types, focuses the box
  * again or presses an arrow key.
@@ -152,7 +153,7 @@
     if (at < chars.length) parent.appendChild(document.createTextNode(chars.slice(at).join("")));
   }
 
-  function makeOption(kind, label, detail, value, spans) {
+  function makeOption(kind, label, detail, value, spans, snippet, snippetSpans) {
     var el = document.createElement("div");
     el.className = "dd-option dd-option--" + kind;
     el.id = "kb-opt-" + (++optionSeq);
@@ -164,6 +165,13 @@
     main.className = "dd-option__label";
     appendMarked(main, label, spans); // text only: titles are never parsed as HTML
     el.appendChild(main);
+    if (snippet) {
+      // a match in the body: the passage around the first typed word, marked the same way (text only)
+      var passage = document.createElement("span");
+      passage.className = "dd-option__snippet";
+      appendMarked(passage, snippet, snippetSpans);
+      el.appendChild(passage);
+    }
     if (detail) {
       var small = document.createElement("span");
       small.className = "dd-option__detail";
@@ -211,7 +219,7 @@
         preview.results.forEach(function (r) {
           var detail = [humanize(r.content_type), humanize(r.primary_domain)].filter(Boolean).join(" · ");
           containers.preview.appendChild(makeOption("preview", String(r.title || ""), detail, r.url,
-            r.title_spans));
+            r.title_spans, r.match === "content" ? String(r.snippet || "") : "", r.snippet_spans));
         });
       } else if (preview.loading) {
         containers.preview.appendChild(note("Searching…"));

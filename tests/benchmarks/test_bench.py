@@ -17,7 +17,6 @@ from django.test import override_settings
 from benchmarks import bench, bench_corpus, bench_http, scratch_db
 from search.engine.embeddings import HashEmbedder
 from search.errors import SearchError
-from tests.search.engine.test_text_pairs import missing_text_pairs, missing_text_pieces
 
 SENTENCES = [
     "Vitamin D supplementation lowers the risk of respiratory infection in older adults.",
@@ -157,17 +156,10 @@ def test_bulk_load_writes_what_the_real_import_and_build_write(
             # given the bulk-loaded corpus
             report = bench_corpus.corpus_load(spec, pool, workers=1)
             assert (report.items, report.revisions) == (3, 3)
-            # with every text pair and piece of its chunks and titles filled in, and the triggers back on
-            assert missing_text_pairs() == (0, 0)
-            assert missing_text_pieces() == (0, 0)
+            # with the preview's word columns of every revision, as the content service writes them
             with connection.cursor() as cursor:
-                cursor.execute("SELECT count(*) FROM search_text_pairs")
-                assert cursor.fetchone()[0] > 100
-                cursor.execute(
-                    "SELECT tgname, tgenabled FROM pg_trigger WHERE tgname LIKE %s ORDER BY tgname",
-                    ["search_%_text_pairs_%"],
-                )
-                assert [row[1] for row in cursor.fetchall()] == ["O"] * 6
+                cursor.execute("SELECT count(*) FROM search_revision WHERE preview_words IS NULL OR title_lead IS NULL")
+                assert cursor.fetchone()[0] == 0
             # and the same item written through the real services and built by the real build
             item = ContentItem.objects.create(
                 external_id="real-1",
@@ -199,7 +191,10 @@ def test_bulk_load_writes_what_the_real_import_and_build_write(
             bulk_text = [v[1:] for v in vectors if v[0] == 1]
             real_text = [v[1:] for v in vectors if v[0] == item.pk]
             assert bulk_text == real_text
-            assert ContentItem.objects.get(pk=1).live_revision.title_folded == item.live_revision.title_folded
+            bulk_revision = ContentItem.objects.get(pk=1).live_revision
+            real_revision = ContentItem.objects.get(pk=item.pk).live_revision  # as stored (tsvectors sorted)
+            for column in ("title_folded", "title_words", "title_lead", "preview_words"):
+                assert getattr(bulk_revision, column) == getattr(real_revision, column), column
         assert connection.settings_dict["NAME"] == test_db
         assert not scratch_db.scratch_database_exists("kb_bench_test_equal")
 
@@ -267,10 +262,15 @@ def test_bench_command_runs_end_to_end(
     assert re.fullmatch(r"\d+(kB|MB|GB)", machine["postgres_settings"]["shared_buffers"])
     assert machine["speed"]["python_ms"] > 0 and machine["speed"]["postgres_ms"] > 0
     assert f"PostgreSQL generate_series {machine['speed']['postgres_ms']} ms" in markdown
-    # and the preview's budget is accounted for: a small corpus has none, so it shows every match
+    # and the preview's budget is accounted for: a small corpus has none, so every fragment is complete, and
+    # fragments of every kind were drawn from the corpus (those match: they are its own words)
     completeness = paths["preview"]["completeness"]
-    assert completeness["previews"] == 21 and completeness["budgeted"] is False
-    assert completeness["showed_all"] == completeness["showed_some"] == completeness["with_matches"] > 0
+    assert completeness["budgeted"] is False and completeness["share"] == 1.0
+    assert completeness["complete"] == completeness["previews"] > 21
+    kinds = completeness["by_kind"]
+    assert set(kinds) == {"claims", "one_word", "two_words", "three_words", "typo"}
+    assert all(kinds[k]["with_matches"] == kinds[k]["previews"] > 0 for k in ("one_word", "two_words", "three_words"))
+    assert kinds["typo"]["with_matches"] > 0
     assert "### What the preview's time budget costs in results" in markdown
     # and the searched relations were read into memory before anything was timed
     assert json.loads((report / "results.json").read_text())["build"]["200"]["prewarm_s"] > 0
