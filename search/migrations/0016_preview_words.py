@@ -7,6 +7,9 @@
   last letters: the preview's typo lookup (``search.engine.preview.typo_forms``) finds every word within
   one or two edits through them and the trigram index of 0013, never by scanning the vocabulary. A migration that
   recreates the view must recreate them.
+- Items whose text holds combining marks (Arabic harakat, decomposed accents) are marked for re-indexing: the
+  tokenizer used to split a word at each mark, and now keeps it whole (``analysis.WORD_RE``); the next index
+  build rewrites their chunks' search columns.
 - The text pairs and pieces of 0009 and 0010 (which ruled out a fragment as one contiguous piece of text)
   are dropped with their triggers: a fragment's words now match in any order.
 """
@@ -31,6 +34,13 @@ DROP INDEX IF EXISTS search_term_stats_prefix;
 DROP INDEX IF EXISTS search_term_stats_suffix;
 """
 BATCH = 500
+MARKED = r"[\u0300-\u036f\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed]"
+REINDEX_MARKED = f"""
+UPDATE search_contentitem SET index_dirty = true
+WHERE id IN (SELECT item_id FROM search_chunk WHERE text ~ '{MARKED}');
+UPDATE search_indexstate SET dirty = true, dirty_since = coalesce(dirty_since, now())
+WHERE EXISTS (SELECT 1 FROM search_contentitem WHERE index_dirty);
+"""
 
 
 def fill_preview_columns(apps, schema_editor):  # type: ignore[no-untyped-def]
@@ -88,5 +98,6 @@ class Migration(migrations.Migration):
             index=django.contrib.postgres.indexes.GinIndex(fields=['preview_words'], name='revision_preview_words_gin'),
         ),
         migrations.RunSQL(TERM_INDEXES, DROP_TERM_INDEXES),
+        migrations.RunSQL(REINDEX_MARKED, migrations.RunSQL.noop),
         migrations.RunSQL(PIECES.BACKWARD + PAIRS.BACKWARD, PAIRS.FORWARD + PIECES.FORWARD),
     ]
