@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from django.core.cache import cache
+from rapidfuzz.distance import OSA
 
 from search.engine.reads import read_connection
 from search.engine.scope import chunk_column
@@ -178,20 +179,8 @@ def corrections(words: list[str], *, max_distance: int = 2) -> dict[str, list[Co
 
 
 def osa_distance(a: str, b: str) -> int:
-    """Optimal string alignment distance (Levenshtein plus adjacent transpositions)."""
-    if a == b:
-        return 0
-    prev2: list[int] = []
-    prev = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        cur = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            cost = 0 if a[i - 1] == b[j - 1] else 1
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                cur[j] = min(cur[j], prev2[j - 2] + 1)
-        prev2, prev = prev, cur
-    return prev[len(b)]
+    """Optimal string alignment distance (Levenshtein plus adjacent transpositions), computed by RapidFuzz."""
+    return int(OSA.distance(a, b))
 
 
 def unknown_terms(parsed: ParsedQuery, df: dict[tuple[str, str], int]) -> list[str]:

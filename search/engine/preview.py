@@ -33,7 +33,7 @@ from search.engine.reads import read_connection
 from search.engine.scope import ItemScope, chunk_column, corpus_for
 from search.engine.sql import Fragment, compose, param
 from search.errors import InvalidQuery
-from search.models import ContentItem
+from search.models import ContentItem, item_path
 from search.principal import Principal
 from search.text import analysis
 from search.text.highlight import plain_passage
@@ -114,10 +114,12 @@ class TypedWord:
     def matches(self, form: str, *, fuzzy: bool) -> int:
         """How many folded characters of the written word's ``form`` this typed word covers (0: none): the
         whole form for a whole-word match, the typed part for a prefix."""
-        for lexeme in self.lexemes(fuzzy=fuzzy):
-            if (form.startswith(lexeme) if self.prefix else form == lexeme):
-                return len(lexeme)
-        return 0
+        lexemes = self.lexemes(fuzzy=fuzzy)
+        if not self.prefix:
+            return len(form) if form in lexemes else 0
+        if not form.startswith(lexemes):
+            return 0
+        return max(len(lexeme) for lexeme in lexemes if form.startswith(lexeme))
 
 
 def typed_words(cleaned: str) -> list[TypedWord]:
@@ -475,24 +477,27 @@ def _preview_hits(found: list[tuple[int, bool, bool]], words: list[TypedWord], *
     """The hits in order, each title read from the caller's corpus and marked where it holds typed words;
     a hit that needs its body gets a snippet around the first typed word the body holds."""
     ids = [item_id for item_id, *_ in found]
-    items = {
-        i.pk: i
-        for i in ContentItem.objects.filter(pk__in=ids)
-        .select_related("live_revision", "latest_revision")
-        .only("pk", "slug", "content_type", "primary_domain", "live_revision__title", "latest_revision__title")
-        .order_by()
-    }
+    statement = compose(
+        """
+        SELECT i.id, i.slug, i.content_type, i.primary_domain, coalesce(r.title, '')
+        FROM search_contentitem i LEFT JOIN search_revision r ON r.id = {revision}
+        WHERE i.id = ANY({ids})
+    """,
+        revision="i.live_revision_id" if corpus == "live" else "coalesce(i.latest_revision_id, i.live_revision_id)",
+        ids=param(ids),
+    )
+    with read_connection().cursor() as cursor:
+        cursor.execute(statement.sql, list(statement.params))
+        items = {row[0]: row for row in cursor.fetchall()}
     body_ids = [item_id for item_id, in_title, _ in found if not in_title]
     passages = _body_passages(body_ids, words, corpus=corpus) if body_ids else {}
     hits = []
     for item_id, in_title, fuzzy in found:
-        item = items[item_id]
-        revision = item.live_revision if corpus == "live" else (item.latest_revision or item.live_revision)
-        title = revision.title if revision else ""
+        _, slug, content_type, primary_domain, title = items[item_id]
         snippet, snippet_spans = passages.get(item_id, ("", ()))
         hits.append(
             PreviewHit(
-                item.pk, title, item.content_type, item.primary_domain, item.get_absolute_url(), in_title,
+                item_id, title, content_type, primary_domain, item_path(slug), in_title,
                 word_spans(title, words, fuzzy=fuzzy), snippet, snippet_spans, fuzzy,
             )
         )
@@ -583,11 +588,40 @@ def word_spans(text: str, words: list[TypedWord], *, fuzzy: bool = False) -> tup
     return tuple(spans)
 
 
+def _first_match(text: str, words: list[TypedWord]) -> analysis.Token | None:
+    """The first word of ``text`` that holds a typed word (typo forms included). Tokenising a whole chunk is
+    the slow part of a preview: the scan starts at the word before where the folded text first holds one of
+    the typed forms (folding keeps or shortens a text's length, so the match is not before that point; when
+    a text's folding lengthens it, a ligature say, and nothing is found from there, the whole text is
+    scanned)."""
+    folded = analysis.folded_text(text)
+    lexemes = {f for w in words for f in w.lexemes(fuzzy=True)}
+    found = [at for lexeme in lexemes if (at := _word_at(folded, lexeme)) >= 0]
+    start = min(found) if found else len(text)
+    start = text.rfind(" ", 0, max(0, start - 1)) + 1 if start else 0
+    for offset in ((start, 0) if start else (0,)):
+        for token in analysis.tokens(text[offset:]):
+            if _token_match(token, words, fuzzy=True):
+                return analysis.Token(token.text, token.folded, token.start + offset, token.end + offset)
+    return None
+
+
+def _word_at(folded: str, lexeme: str) -> int:
+    """Where ``lexeme`` first occurs in ``folded`` at the start of a word (anywhere for an Arabic form, which
+    may follow a clitic or the article), or -1."""
+    at = folded.find(lexeme)
+    if analysis.is_arabic(lexeme):
+        return at
+    while at > 0 and folded[at - 1].isalnum():
+        at = folded.find(lexeme, at + 1)
+    return at
+
+
 def snippet(text: str, words: list[TypedWord]) -> tuple[str, tuple[Span, ...]]:
     """A passage of about ``SNIPPET_CHARS`` characters of ``text`` starting a little before the first typed
     word it holds (typo forms included), cut at word boundaries, Markdown markers removed, with the spans of
     typed words in it; ``("", ())`` when it holds none."""
-    first = next((t for t in analysis.tokens(text) if _token_match(t, words, fuzzy=True)), None)
+    first = _first_match(text, words)
     if first is None:
         return "", ()
     start = max(0, first.start - SNIPPET_BEFORE)

@@ -109,6 +109,7 @@ def arabic_clitic_variants(folded_word: str) -> list[str]:
     return []
 
 
+@lru_cache(maxsize=200_000)
 def preview_forms(folded_word: str) -> tuple[str, ...]:
     """The forms under which the live preview finds a word: as folded and, for Arabic, with a leading و/ف
     clitic and then the article stripped (``والغابات`` → ``والغابات``, ``الغابات``, ``غابات``). A word typed
