@@ -22,6 +22,7 @@ from search.models import (
     SystemFlag,
 )
 from search.services import content, indexing
+from search.text import analysis
 
 
 class ContentItemForm(forms.ModelForm):
@@ -217,6 +218,13 @@ class RevisionAdmin(admin.ModelAdmin):
     list_display = ["title", "item", "number", "created_at", "chunked"]
     search_fields = ["title", "item__external_id"]
     readonly_fields = ["item", "number", "content_hash", "created_at", "chunked"]
+    # Derived from the title and body when saved (the live preview's words): never typed by hand.
+    exclude = ["title_folded", "title_words", "title_lead", "preview_words"]
+
+    def save_model(self, request: HttpRequest, obj: Revision, form: Any, change: bool) -> None:
+        for column, value in analysis.revision_preview_columns(obj.title, obj.body).items():
+            setattr(obj, column, value)
+        super().save_model(request, obj, form, change)
 
 
 @admin.register(Citation)

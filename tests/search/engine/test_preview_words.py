@@ -179,3 +179,25 @@ def test_what_a_principal_may_not_read_is_never_previewed_not_even_by_a_typo() -
     assert titles("qokkas merger") == []
     # staff see the staff item (the preview reads the live corpus: no drafts there either)
     assert sorted(titles("quokka", principal=STAFF)) == ["Quokka census", "Quokkas merger plan"]
+
+
+def test_a_revision_edited_in_the_admin_is_previewed_by_its_new_words(client: Any) -> None:
+    from django.contrib.auth import get_user_model
+
+    # given: an item, and an admin who corrects its title in Django admin
+    item = make_item(title="Quarterly reprot", body="Figures.")
+    build()
+    admin = get_user_model().objects.create_user("editor", password="pw", is_staff=True, is_superuser=True)
+    client.force_login(admin)
+    revision = item.live_revision
+    form = client.get(f"/admin/search/revision/{revision.pk}/change/").content.decode()
+    assert "preview_words" not in form  # derived, never typed by hand
+    # when
+    response = client.post(
+        f"/admin/search/revision/{revision.pk}/change/",
+        {"title": "Quarterly report", "body": "Figures.", "summary": "", "author": ""},
+    )
+    # then
+    assert response.status_code == 302, response.content.decode()[:2000]
+    hits = preview_search(principal=ANONYMOUS, text="quarterly report")
+    assert [(h.title, h.fuzzy) for h in hits] == [("Quarterly report", False)]  # the new words, not a typo match
