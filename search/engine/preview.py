@@ -53,6 +53,11 @@ MAX_WORDS = 8
 # more, two edits away.
 TYPO_ONE_EDIT = 5
 TYPO_TWO_EDITS = 9
+# No one mistypes a longer word (and PostgreSQL's levenshtein() refuses strings over 255 characters).
+TYPO_MAX_LETTERS = 64
+# The longest word a revision's word columns keep (``analysis.preview_words_tsvector``): a longer typed word
+# is held by no item.
+MAX_WORD_BYTES = 2000
 # At most this many corpus words (or, for the last word, corpus prefixes) stand in for one mistyped word:
 # the closest, then the most frequent.
 TYPO_FORMS = 8
@@ -101,6 +106,8 @@ class TypedWord:
     @property
     def max_edits(self) -> int:
         n = len(self.folded)
+        if n > TYPO_MAX_LETTERS:
+            return 0
         return 2 if n >= TYPO_TWO_EDITS else 1 if n >= TYPO_ONE_EDIT else 0
 
     def lexemes(self, *, fuzzy: bool) -> tuple[str, ...]:
@@ -355,8 +362,8 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
         raise InvalidQuery("q is required: type at least one character.", field="q")
     limit = max(1, min(limit, PREVIEW_MAX_LIMIT))
     words = typed_words(cleaned)
-    if not words:
-        return []
+    if not words or any(len(w.folded.encode()) > MAX_WORD_BYTES for w in words):
+        return []  # nothing to match, or a word longer than any item holds
     corpus = corpus_for(principal)
     budget = _PreviewBudget.starting(started)
     scope = _PreviewScope.of(principal, corpus)

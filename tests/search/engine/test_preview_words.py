@@ -201,3 +201,10 @@ def test_a_revision_edited_in_the_admin_is_previewed_by_its_new_words(client: An
     assert response.status_code == 302, response.content.decode()[:2000]
     hits = preview_search(principal=ANONYMOUS, text="quarterly report")
     assert [(h.title, h.fuzzy) for h in hits] == [("Quarterly report", False)]  # the new words, not a typo match
+
+
+def test_fragments_no_item_can_hold_get_nothing_not_an_error(tenders: None) -> None:
+    assert titles("a" * 2000) == []  # longer than any stored word
+    assert titles("tender " + "b" * 1500) == []  # typo lookups skip it too
+    assert titles("'\\ : & | ! ( ) <-> * tender:*") == titles("tender")  # tsquery syntax is only text
+    assert titles(" ".join(f"word{i}" for i in range(300))) == []
