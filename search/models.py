@@ -116,6 +116,7 @@ class Revision(models.Model):
         constraints = [models.UniqueConstraint(fields=["item", "number"], name="revision_number_unique")]
         indexes = [
             GinIndex(fields=["title_words"], name="revision_title_words_gin"),
+            GinIndex(fields=["title_lead"], name="revision_title_lead_gin"),
             GinIndex(fields=["preview_words"], name="revision_preview_words_gin"),
         ]
 

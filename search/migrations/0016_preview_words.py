@@ -95,6 +95,10 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='revision',
+            index=django.contrib.postgres.indexes.GinIndex(fields=['title_lead'], name='revision_title_lead_gin'),
+        ),
+        migrations.AddIndex(
+            model_name='revision',
             index=django.contrib.postgres.indexes.GinIndex(fields=['preview_words'], name='revision_preview_words_gin'),
         ),
         migrations.RunSQL(TERM_INDEXES, DROP_TERM_INDEXES),
