@@ -7,6 +7,8 @@
   last letters: the preview's typo lookup (``search.engine.preview.typo_forms``) finds every word within
   one or two edits through them and the trigram index of 0013, never by scanning the vocabulary. A migration that
   recreates the view must recreate them.
+- ``search_keyword_words`` (0013, the SQL twin of the tokenizer for keywords) keeps a combining mark inside a
+  word, as ``analysis.tokens`` now does.
 - Items whose text holds combining marks (Arabic harakat, decomposed accents) are marked for re-indexing: the
   tokenizer used to split a word at each mark, and now keeps it whole (``analysis.WORD_RE``); the next index
   build rewrites their chunks' search columns.
@@ -22,6 +24,7 @@ from django.conf import settings
 from django.db import migrations
 
 PAIRS = importlib.import_module("search.migrations.0009_text_pairs")
+VOCABULARY = importlib.import_module("search.migrations.0013_suggestion_vocabulary")
 PIECES = importlib.import_module("search.migrations.0010_text_pieces")
 
 WORDS = "field IN ('surface', 'title')"  # the preview's words: body words as written, title words
@@ -34,6 +37,34 @@ DROP INDEX IF EXISTS search_term_stats_prefix;
 DROP INDEX IF EXISTS search_term_stats_suffix;
 """
 BATCH = 500
+
+
+# ``search_keyword_words`` (0013) split as ``analysis.tokens`` now splits: a combining mark no longer ends a
+# word, so the marks go before the split (``search_fold`` strips them anyway); its index is rebuilt with it.
+KEYWORD_WORDS = f"""
+DROP INDEX IF EXISTS search_contentitem_keyword_words;
+CREATE OR REPLACE FUNCTION search_keyword_words(keywords text[], content_type text) RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN array_remove(regexp_split_to_array(search_fold(
+    regexp_replace(
+        regexp_replace(
+            regexp_replace(
+                array_to_string(array_append(keywords, replace(coalesce(content_type, ''), '_', ' ')), ' '),
+                '[{VOCABULARY.MARKS}]', '', 'g'
+            ),
+            '(^|[^[:alnum:]])({VOCABULARY.ELISIONS})[{VOCABULARY.APOSTROPHES}](?=[[:alpha:]])', '\\1', 'gi'
+        ),
+        '([^[:alnum:]]|[_\\u02bc])+', ' ', 'g'
+    )
+), ' '), '');
+
+CREATE INDEX search_contentitem_keyword_words ON search_contentitem
+    USING gin (search_keyword_words(ai_keywords::text[], content_type));
+"""
+_OLD = VOCABULARY.functions_sql("lower(word)")
+KEYWORD_WORDS_BEFORE = "DROP INDEX IF EXISTS search_contentitem_keyword_words;\n" + _OLD[
+    _OLD.index("CREATE FUNCTION search_keyword_words") :
+].replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
 MARKED = r"[\u0300-\u036f\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed]"
 REINDEX_MARKED = f"""
 UPDATE search_contentitem SET index_dirty = true
@@ -102,6 +133,7 @@ class Migration(migrations.Migration):
             index=django.contrib.postgres.indexes.GinIndex(fields=['preview_words'], name='revision_preview_words_gin'),
         ),
         migrations.RunSQL(TERM_INDEXES, DROP_TERM_INDEXES),
+        migrations.RunSQL(KEYWORD_WORDS, KEYWORD_WORDS_BEFORE),
         migrations.RunSQL(REINDEX_MARKED, migrations.RunSQL.noop),
         migrations.RunSQL(PIECES.BACKWARD + PAIRS.BACKWARD, PAIRS.FORWARD + PIECES.FORWARD),
     ]
