@@ -4,7 +4,8 @@ Words match in any order after the engine's folding (case, accents, French elisi
 the Arabic article and a leading و/ف); the last word is matched as the start of a word, since it is still
 being typed; a word of 5 letters or more also matches a corpus word one edit away, 9 or more two edits (the
 last word: within its prefix), ranked below exact matches. Titles that hold every word come first (those
-that begin with a typed word first, then the newest), then items whose title and body hold them together.
+that begin with a typed word first, each newest first), then items whose title and body hold them together,
+in the order the index finds them.
 
 Matching is one ``@@`` over the revision's word tsvectors (GIN indexes, written with the revision:
 ``analysis.revision_preview_columns``); typo candidates come from the corpus vocabulary
@@ -350,11 +351,11 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     On a corpus of ``PREVIEW_BUDGET_MIN_CHUNKS`` chunks or more the preview has a time budget
     (``PREVIEW_BUDGET_MS``, the whole call; its steps stop ``FINAL_READ_MS`` early to read their hits): a
     fragment of common words can make the GIN index hand back much of a large corpus to sort by date, and a
-    preview that arrives after the next keystroke is worth nothing. A step past its share of the budget is
-    retried walking items newest first (fast exactly when the words are common). Whatever is shown holds
+    preview that arrives after the next keystroke is worth nothing. A title step past its share of the budget
+    is retried walking items newest first (fast exactly when the words are common). Whatever is shown holds
     every typed word; past the budget the preview shows what it has. The full search (Enter) is exhaustive.
 
-    In code: ``typed_words`` → ``_matches`` (titles, then title and body; exact, then with typos) →
+    In code: ``typed_words`` → ``_add_matches`` over ``_STEPS`` (exact, then with ``typo_forms``) →
     ``_preview_hits`` (titles, marks and snippets).
     """
     started = time.monotonic()
