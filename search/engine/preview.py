@@ -70,6 +70,8 @@ SNIPPET_BEFORE = 40
 SNIPPET_CHARS = 160
 # A body match without a built chunk holding the word looks for it in this much of the body.
 SNIPPET_BODY_CHARS = 4000
+# Chunks read per body match to find its snippet (those whose folded text holds a typed form, in order).
+SNIPPET_CHUNKS = 4
 _SETTING_NAME = re.compile(r"[a-z_]+")
 _SETTING_VALUE = re.compile(r"[a-z0-9]+")
 
@@ -512,8 +514,8 @@ def _preview_hits(found: list[tuple[int, bool, bool]], words: list[TypedWord], *
     with read_connection().cursor() as cursor:
         cursor.execute(statement.sql, list(statement.params))
         items = {row[0]: row for row in cursor.fetchall()}
-    body_ids = [item_id for item_id, in_title, _ in found if not in_title]
-    passages = _body_passages(body_ids, words, corpus=corpus) if body_ids else {}
+    body = {item_id: fuzzy for item_id, in_title, fuzzy in found if not in_title}
+    passages = _body_passages(body, words, corpus=corpus) if body else {}
     hits = []
     for item_id, in_title, fuzzy in found:
         _, slug, content_type, primary_domain, title = items[item_id]
@@ -528,37 +530,46 @@ def _preview_hits(found: list[tuple[int, bool, bool]], words: list[TypedWord], *
 
 
 def _body_passages(
-    item_ids: list[int], words: list[TypedWord], *, corpus: Corpus
+    items: dict[int, bool], words: list[TypedWord], *, corpus: Corpus
 ) -> dict[int, tuple[str, tuple[Span, ...]]]:
     """For each item, a short passage of its body around the first typed word it holds, and the spans of
-    typed words in it. The item's chunks are read in order (the first one whose folded text holds a typed
-    word's form); an item whose chunks are not built yet is looked for in the start of its body."""
+    typed words in it. The item's chunks whose folded text holds a typed word's form are read in order (the
+    first ``SNIPPET_CHUNKS``), and the first that holds one as a word gives the passage; an item without
+    such a chunk (not built yet) is looked for in the start of its body. ``items``: item id → whether it
+    matched with a typo forgiven (only such an item's passage may start at a typo form)."""
+    item_ids = list(items)
     patterns = sorted({f"%{_like_escape(f)}%" for w in words for f in w.lexemes(fuzzy=True)})
     statement = compose(
         """
-        SELECT DISTINCT ON (c.item_id) c.item_id, c.text FROM search_chunk c
-        WHERE c.item_id = ANY({ids}) AND c.{chunk_col} AND c.folded_text LIKE ANY({patterns})
-        ORDER BY c.item_id, c.ordinal
+        SELECT item_id, text FROM (
+            SELECT c.item_id, c.text, c.ordinal,
+                   row_number() OVER (PARTITION BY c.item_id ORDER BY c.ordinal) AS n
+            FROM search_chunk c
+            WHERE c.item_id = ANY({ids}) AND c.{chunk_col} AND c.folded_text LIKE ANY({patterns})
+        ) first WHERE n <= {most} ORDER BY item_id, ordinal
     """,
         ids=param(item_ids),
         chunk_col=chunk_column(corpus),
         patterns=param(patterns),
+        most=param(SNIPPET_CHUNKS),
     )
     with read_connection().cursor() as cursor:
         cursor.execute(statement.sql, list(statement.params))
-        texts: dict[int, str] = dict(cursor.fetchall())
-    missing = [i for i in item_ids if i not in texts]
+        chunks = cursor.fetchall()
+    passages: dict[int, tuple[str, tuple[Span, ...]]] = {}
+    for item_id, text in chunks:
+        # a chunk can hold a typed form only inside a longer word ("tenders" for "tender"): try the next one
+        if item_id not in passages and (passage := snippet(text, words, fuzzy=items[item_id]))[0]:
+            passages[item_id] = passage
+    missing = [i for i in item_ids if i not in passages]
     if missing:
         revision_col = "live_revision" if corpus == "live" else "latest_revision"
         for item_id, body in ContentItem.objects.filter(pk__in=missing).values_list(
             "pk", f"{revision_col}__body"
         ):
-            texts[item_id] = (body or "")[:SNIPPET_BODY_CHARS]
-    passages = {}
-    for item_id, text in texts.items():
-        passage = snippet(text, words)
-        if passage[0]:
-            passages[item_id] = passage
+            passage = snippet((body or "")[:SNIPPET_BODY_CHARS], words, fuzzy=items[item_id])
+            if passage[0]:
+                passages[item_id] = passage
     return passages
 
 
@@ -611,20 +622,20 @@ def word_spans(text: str, words: list[TypedWord], *, fuzzy: bool = False) -> tup
     return tuple(spans)
 
 
-def _first_match(text: str, words: list[TypedWord]) -> analysis.Token | None:
-    """The first word of ``text`` that holds a typed word (typo forms included). Tokenising a whole chunk is
+def _first_match(text: str, words: list[TypedWord], *, fuzzy: bool) -> analysis.Token | None:
+    """The first word of ``text`` that holds a typed word (``fuzzy``: or a typo form). Tokenising a whole chunk is
     the slow part of a preview: the scan starts at the word before where the folded text first holds one of
     the typed forms (folding keeps or shortens a text's length, so the match is not before that point; when
     a text's folding lengthens it, a ligature say, and nothing is found from there, the whole text is
     scanned)."""
     folded = analysis.folded_text(text)
-    lexemes = {f for w in words for f in w.lexemes(fuzzy=True)}
+    lexemes = {f for w in words for f in w.lexemes(fuzzy=fuzzy)}
     found = [at for lexeme in lexemes if (at := _word_at(folded, lexeme)) >= 0]
     start = min(found) if found else len(text)
     start = text.rfind(" ", 0, max(0, start - 1)) + 1 if start else 0
     for offset in ((start, 0) if start else (0,)):
         for token in analysis.tokens(text[offset:]):
-            if _token_match(token, words, fuzzy=True):
+            if _token_match(token, words, fuzzy=fuzzy):
                 return analysis.Token(token.text, token.folded, token.start + offset, token.end + offset)
     return None
 
@@ -640,11 +651,11 @@ def _word_at(folded: str, lexeme: str) -> int:
     return at
 
 
-def snippet(text: str, words: list[TypedWord]) -> tuple[str, tuple[Span, ...]]:
+def snippet(text: str, words: list[TypedWord], *, fuzzy: bool = False) -> tuple[str, tuple[Span, ...]]:
     """A passage of about ``SNIPPET_CHARS`` characters of ``text`` starting a little before the first typed
-    word it holds (typo forms included), cut at word boundaries, Markdown markers removed, with the spans of
+    word it holds (``fuzzy``: or typo form), cut at word boundaries, Markdown markers removed, with the spans of
     typed words in it; ``("", ())`` when it holds none."""
-    first = _first_match(text, words)
+    first = _first_match(text, words, fuzzy=fuzzy)
     if first is None:
         return "", ()
     start = max(0, first.start - SNIPPET_BEFORE)
@@ -656,7 +667,7 @@ def snippet(text: str, words: list[TypedWord]) -> tuple[str, tuple[Span, ...]]:
         space = text.rfind(" ", first.end, end)
         end = space if space != -1 else end
     piece = text[start:end]
-    plain, spans = plain_passage(piece, word_spans(piece, words, fuzzy=True))
+    plain, spans = plain_passage(piece, word_spans(piece, words, fuzzy=fuzzy))
     prefix = "… " if start else ""
     suffix = " …" if end < len(text) else ""
     moved = tuple(Span(s.start + len(prefix), s.end + len(prefix)) for s in spans)

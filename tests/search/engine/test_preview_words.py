@@ -213,3 +213,15 @@ def test_fragments_no_item_can_hold_get_nothing_not_an_error(tenders: None) -> N
     assert titles("tender " + "b" * 1500) == []  # typo lookups skip it too
     assert titles("'\\ : & | ! ( ) <-> * tender:*") == titles("tender")  # tsquery syntax is only text
     assert titles(" ".join(f"word{i}" for i in range(300))) == []
+
+
+def test_the_snippet_comes_from_the_first_chunk_that_holds_a_typed_word_as_a_word() -> None:
+    # given: the first chunk holds "tenders" only (the typed form inside a longer word), a later one the words
+    body = "Tenders opened. " * 120 + "\n\nA tender submission arrives late. " * 3
+    make_item(title="Harbour notes", body=body)
+    build()
+    # when
+    [hit] = preview_search(principal=ANONYMOUS, text="tender submiss")
+    # then
+    assert "tender submission" in hit.snippet
+    assert [hit.snippet[s.start : s.end] for s in hit.snippet_spans][:2] == ["tender", "submiss"]
