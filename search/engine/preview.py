@@ -18,21 +18,25 @@ would not.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import psycopg
 from django.conf import settings
 from django.db import OperationalError, transaction
+from django.db.models.functions import Substr
 
 from search.engine import reads
 from search.engine.expansion import osa_distance
 from search.engine.reads import read_connection
 from search.engine.scope import ItemScope, chunk_column, corpus_for
-from search.engine.sql import Fragment, compose, param
+from search.engine.sql import Fragment, compose, join, param
 from search.errors import InvalidQuery
 from search.models import ContentItem, item_path
 from search.principal import Principal
@@ -48,6 +52,15 @@ MIN_STEP_MS = 2
 # What the preview keeps of its budget for the work after its steps (reading the hits' titles and
 # snippets, and Python): see docs/benchmarks.md.
 FINAL_READ_MS = 3
+# Walk items newest first before asking the index when the typed words together are estimated to be in more
+# than this share of titles: the walk then finds its first items within a few hundred, while the index would
+# gather (and PostgreSQL cannot interrupt) thousands. The cross-over measured at 100k items: a walk costs
+# about 6 µs an item (8 / share items), the index about 4 µs a match (share × items).
+WALK_FIRST_SHARE = 0.01
+# The share of titles taken to hold a stop word (the vocabulary does not count them): common.
+STOP_WORD_SHARE = 0.5
+# A typed prefix's share of titles (and of texts) is counted over at most this many of the corpus words it begins.
+TITLE_COUNT_TERMS = 200
 # Typed words the preview matches (the first ones; a longer fragment is narrowed enough by them).
 MAX_WORDS = 8
 # A typed word of this many letters or more also matches a corpus word one edit away; of TYPO_TWO_EDITS or
@@ -58,7 +71,7 @@ TYPO_TWO_EDITS = 9
 TYPO_MAX_LETTERS = 64
 # The longest word a revision's word columns keep (``analysis.preview_words_tsvector``): a longer typed word
 # is held by no item.
-MAX_WORD_BYTES = 2000
+MAX_WORD_BYTES = analysis.MAX_LEXEME_BYTES
 # At most this many corpus words (or, for the last word, corpus prefixes) stand in for one mistyped word:
 # the closest, then the most frequent.
 TYPO_FORMS = 8
@@ -167,9 +180,7 @@ def _within_budget(
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return list(cursor.fetchall())
-    if budget_ms is None:
-        budget_ms = int(settings.SEARCH["PREVIEW_BUDGET_MS"])
-    if budget_ms < MIN_STEP_MS:
+    if budget_ms is not None and budget_ms < MIN_STEP_MS:
         return None
     if setting and not (_SETTING_NAME.fullmatch(setting[0]) and _SETTING_VALUE.fullmatch(setting[1])):
         raise ValueError(f"not a PostgreSQL setting this code sets: {setting!r}")
@@ -181,7 +192,7 @@ def _within_budget(
             # timeout that fires after a statement's last interrupt check (a busy machine can deschedule
             # the backend there) would cancel whatever this connection runs next: so the message ends
             # with the timeout off and pg_sleep(0), whose interrupt check takes any such cancel here.
-            prefix = f"SET LOCAL statement_timeout = {int(budget_ms)}; "
+            prefix = "" if budget_ms is None else f"SET LOCAL statement_timeout = {int(budget_ms)}; "
             if setting:
                 prefix += f"SET LOCAL {setting[0]} = {setting[1]}; "
             try:
@@ -195,11 +206,13 @@ def _within_budget(
                 return None
         try:
             with transaction.atomic(using=connection.alias):
-                cursor.execute(
-                    "SELECT current_setting('statement_timeout'), set_config('statement_timeout', %s, true)",
-                    [str(budget_ms)],
-                )
-                (previous_timeout, _) = cursor.fetchone()
+                previous_timeout = None  # no budget: the timeout in force stays
+                if budget_ms is not None:
+                    cursor.execute(
+                        "SELECT current_setting('statement_timeout'), set_config('statement_timeout', %s, true)",
+                        [str(budget_ms)],
+                    )
+                    (previous_timeout, _) = cursor.fetchone()
                 previous_setting = None
                 if setting:
                     name, value = setting
@@ -207,10 +220,10 @@ def _within_budget(
                     previous_setting = (name, cursor.fetchone()[0])
                 cursor.execute(sql, params)
                 rows = cursor.fetchall()
-                if outer:
+                if outer and previous_timeout is not None:
                     cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous_timeout])
-                    if previous_setting:
-                        cursor.execute("SELECT set_config(%s, %s, true)", list(previous_setting))
+                if outer and previous_setting:
+                    cursor.execute("SELECT set_config(%s, %s, true)", list(previous_setting))
                 return list(rows)
         except OperationalError as exc:
             if getattr(exc.__cause__, "sqlstate", None) != "57014":  # not our budget running out
@@ -233,8 +246,6 @@ def preview_budgeted() -> bool:
         chunks = int(row[0]) if row else 0
         _corpus_size = (time.monotonic(), chunks)
     return chunks >= int(settings.SEARCH["PREVIEW_BUDGET_MIN_CHUNKS"])
-
-
 
 
 def _edit_pieces(word: str, edits: int) -> tuple[str, str, str]:
@@ -281,8 +292,9 @@ def typo_forms(words: list[TypedWord], budget_ms: int | None) -> list[TypedWord]
             if middle and anywhere:
                 lookups.append((i, word.folded, "", anywhere, "", n - edits, 10_000, edits, True))
         else:
-            lookups.append((i, word.folded, head, middle if len(middle) >= 3 else "", tail,
-                            n - edits, n + edits, edits, False))
+            lookups.append(
+                (i, word.folded, head, middle if len(middle) >= 3 else "", tail, n - edits, n + edits, edits, False)
+            )
     if not lookups:
         return words
     columns = list(zip(*lookups, strict=True))
@@ -372,13 +384,110 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     budget = _PreviewBudget.starting(started)
     scope = _PreviewScope.of(principal, corpus)
     found: list[tuple[int, bool, bool]] = []  # (item id, title match, fuzzy)
-    _add_matches(found, scope, words, limit, budget, fuzzy=False)
+    known = _words_in_corpus(words, budget.left_ms(0.2))
+    absent = [] if known is None else [w for i, w in enumerate(words) if i not in known.held]
+    if any(not w.max_edits for w in absent):
+        return []  # a word no item holds, too short to be a typo of one
+    if not absent:
+        _add_matches(found, scope, words, limit, budget, fuzzy=False, known=known)
     if len(found) < limit and any(w.max_edits for w in words):
         with_typos = typo_forms(words, budget.left_ms(0.6))
         if with_typos is not None and any(w.typos for w in with_typos):
             words = with_typos
-            _add_matches(found, scope, words, limit, budget, fuzzy=True)
+            _add_matches(found, scope, words, limit, budget, fuzzy=True, known=known)
     return _preview_hits(found, words, corpus=corpus)
+
+
+@dataclass(frozen=True)
+class _WordsInCorpus:
+    """What the preview knows of the typed words before it looks for items (``_words_in_corpus``)."""
+
+    held: frozenset[int]  # positions of the words some revision holds (the last word as a prefix)
+    # An estimate of the share of titles that hold every typed word (from the vocabulary's title counts;
+    # words it does not count are left out): above WALK_FIRST_SHARE, walking items newest first finds the
+    # first ones sooner than the index can gather them all.
+    title_share: float
+    # Per word position, the vocabulary's count of chunks whose text holds it, 0 where it has none.
+    text_counts: dict[int, int]
+
+    @property
+    def walk_first(self) -> bool:
+        return self.title_share > WALK_FIRST_SHARE
+
+    def indexed(self, words: list[TypedWord]) -> list[TypedWord]:
+        """The words the index looks up (the others are checked on each revision it finds): every whole
+        word, and the last word (a prefix) only where it is the rarest: the index gathers a prefix's entries
+        whole (``for`` typed last: every word that begins with it), while it intersects whole words by
+        skipping through the common ones. Rarest: a word no revision holds as typed (matched by its typo
+        forms, rare words), else the fewest chunks by the vocabulary's count (a word it does not count is
+        taken for a stop word)."""
+
+        def rarity(i: int) -> tuple[int, float]:
+            count = self.text_counts.get(i, 0)
+            return (0 if i not in self.held else 1, count if count else float("inf"))
+
+        rarest = min(range(len(words)), key=rarity)
+        return [w for i, w in enumerate(words) if not w.prefix or i == rarest]
+
+
+def _words_in_corpus(words: list[TypedWord], budget_ms: int | None) -> _WordsInCorpus | None:
+    """Which typed words some revision holds (the last word as a prefix) and how common they are in titles;
+    None when the check ran past ``budget_ms``. A fragment with a word no revision holds can only match with
+    a typo forgiven, so the exact steps (several ms each at 100k items when the other words are common) are
+    skipped.
+
+    A word is looked up in the vocabulary first (``search_term_stats``, B-tree: a common word answers at
+    once), then in the revisions' word index, which is exact (a word written since the last index build) and
+    fast for a rare or absent word. Each word's query is planned with its own value: a common whole word is
+    found by reading the first few revisions, a prefix always through the index (the planner cannot estimate
+    a prefix that no statistic holds, and a scan would read every revision)."""
+    parts = []
+    for i, word in enumerate(words):
+        for form in word.forms:
+            tsquery = param(analysis.tsquery_any((form,), prefix=word.prefix), "tsquery")
+            if word.prefix:
+                high = param(form + chr(0x10FFFF))
+                known = compose("term ~>=~ {low} AND term ~<~ {high}", low=param(form), high=high)
+                in_index = compose("(SELECT {tsquery})", tsquery=tsquery)  # a value the planner cannot see
+            else:
+                known, in_index = compose("term = {form}", form=param(form)), tsquery
+            parts.append(
+                compose(
+                    """SELECT {i},
+                    EXISTS (SELECT 1 FROM search_term_stats WHERE field IN ('surface', 'title') AND {known})
+                    OR EXISTS (SELECT 1 FROM search_revision r WHERE r.preview_words @@ {in_index}),
+                    (SELECT sum(df) FROM (SELECT df FROM search_term_stats WHERE field = 'title' AND {known}
+                                          LIMIT {most}) AS t),
+                    (SELECT sum(df) FROM (SELECT df FROM search_term_stats WHERE field = 'surface' AND {known}
+                                          LIMIT {most}) AS t)""",
+                    i=param(i),
+                    known=known,
+                    in_index=in_index,
+                    most=param(TITLE_COUNT_TERMS),
+                )
+            )
+    statement = compose(
+        "SELECT q.*, (SELECT n_chunks FROM search_corpus_stats) FROM ({parts}) AS q",
+        parts=join(parts, " UNION ALL "),
+    )
+    rows = _within_budget(statement.sql, list(statement.params), budget_ms)
+    if rows is None:
+        return None
+    held = frozenset(i for i, is_held, *_ in rows if is_held)
+    counts: dict[int, int] = {}
+    in_text: dict[int, int] = {}
+    for i, _, in_titles, in_texts, _ in rows:
+        counts[i] = counts.get(i, 0) + int(in_titles or 0)
+        in_text[i] = in_text.get(i, 0) + int(in_texts or 0)
+    titles = max((int(n or 0) for *_, n in rows), default=0)
+    # A word the vocabulary does not count in titles is in none (as of its last build: a word written since is
+    # rare) or a stop word (it may leave those out: common).
+    stop_words = analysis.all_stop_words()
+    factors = [
+        min(1.0, counts[i] / titles) if counts.get(i) else STOP_WORD_SHARE if word.folded in stop_words else 0.0
+        for i, word in enumerate(words)
+    ]
+    return _WordsInCorpus(held, math.prod(factors) if titles else 0.0, in_text)
 
 
 def _add_matches(
@@ -389,15 +498,27 @@ def _add_matches(
     budget: _PreviewBudget,
     *,
     fuzzy: bool,
+    known: _WordsInCorpus | None,
 ) -> None:
-    """Append to ``found`` the items matching ``words`` (titles first, then title and body), up to ``limit``."""
-    query = _fragment_query(words, fuzzy=fuzzy)
-    lead = _any_word_query(words, fuzzy=fuzzy)
+    """Append to ``found`` the items matching ``words`` (titles first, then title and body), up to ``limit``.
+    ``known`` (``_words_in_corpus``; None when its check ran out of time) picks the word the index looks up
+    and whether title steps walk first."""
+    tsqueries = {
+        "query": _fragment_query(words, fuzzy=fuzzy),
+        "lead": _any_word_query(words, fuzzy=fuzzy),
+        "anchor": _fragment_query(known.indexed(words) if known else words, fuzzy=fuzzy),
+    }
+    # typo forms are rare words: the index first
+    walk_first = known is not None and known.walk_first and not fuzzy
     for step in _STEPS[1:] if len(words) == 1 else _STEPS[:1] + _STEPS[2:]:
         if len(found) >= limit:
             return
         exclude = [item_id for item_id, *_ in found]
-        rows = _matching_items(scope, step, query, lead, exclude, limit - len(found), budget)
+        # titles that begin with a word are far fewer than those that hold it: the index first
+        first = walk_first and step.name != "lead"
+        rows = _matching_items(
+            scope, step, tsqueries, exclude, limit - len(found), budget, walk_first=first, walk=not fuzzy
+        )
         found.extend((item_id, step.in_title, fuzzy) for item_id in rows)
 
 
@@ -406,7 +527,12 @@ class _Step:
     """One pass of the preview over the revisions' word columns (``_matching_items``)."""
 
     name: str
-    where: str  # SQL over ``r`` (the revision), ``{query}`` and ``{lead}`` (tsquery parameters)
+    # SQL over ``r`` (the revision) and tsquery parameters: ``{query}`` (every word), ``{lead}`` (any word, for
+    # ``title_lead``), ``{anchor}`` (the words the index looks up, ``_WordsInCorpus.indexed``). ``where`` is
+    # what the index looks up; ``check`` is checked on each revision it found (``ts_match_vq``, the function
+    # behind ``@@``, which the planner never takes to an index), left out when the index looks up every word.
+    where: str
+    check: str
     newest_first: bool  # ordered by the item's date (else as the index finds them)
     in_title: bool
 
@@ -416,11 +542,29 @@ class _Step:
 # by date would read every match of a common word (or walk items checking each one's whole word list, ~60 µs
 # an item), where taking the first ones the index hands back costs a few ms at 100k items.
 _STEPS = (
-    _Step("lead", "r.title_lead @@ {lead} AND r.title_words @@ {query}", newest_first=True, in_title=True),
-    # one typed word: a title that begins with it holds it (no second index to intersect)
-    _Step("lead", "r.title_lead @@ {lead}", newest_first=True, in_title=True),
-    _Step("title", "r.title_words @@ {query} AND NOT (r.title_lead @@ {lead})", newest_first=True, in_title=True),
-    _Step("body", "r.preview_words @@ {query}", newest_first=False, in_title=False),
+    _Step(
+        "lead",
+        "r.title_lead @@ {lead} AND r.title_words @@ {anchor}",
+        "ts_match_vq(r.title_words, {query})",
+        newest_first=True,
+        in_title=True,
+    ),
+    # one typed word: a title that begins with it holds it
+    _Step("lead", "r.title_lead @@ {lead}", "", newest_first=True, in_title=True),
+    _Step(
+        "title",
+        "r.title_words @@ {anchor} AND NOT (r.title_lead @@ {lead})",
+        "ts_match_vq(r.title_words, {query})",
+        newest_first=True,
+        in_title=True,
+    ),
+    _Step(
+        "body",
+        "r.preview_words @@ {anchor}",
+        "ts_match_vq(r.preview_words, {query})",
+        newest_first=False,
+        in_title=False,
+    ),
 )
 
 
@@ -454,44 +598,77 @@ class _PreviewScope:
 
     @classmethod
     def of(cls, principal: Principal, corpus: Corpus) -> _PreviewScope:
-        scope = ItemScope(principal, corpus)  # the default filters leave superseded items out
-        items = scope.items_sql()
-        assert items is not None  # no filters: the access rule alone always compiles
-        return cls(items, scope.revision_column, scope.chunk_column)
+        return _preview_scope(principal, corpus)
+
+
+@lru_cache(maxsize=1024)
+def _preview_scope(principal: Principal, corpus: Corpus) -> _PreviewScope:
+    """The scope of one principal and corpus: the access rule depends on nothing else (not the time, not the
+    data), and compiling it through the ORM costs more than a preview step (1–2 ms), so it is kept."""
+    scope = ItemScope(principal, corpus)  # the default filters leave superseded items out
+    items = scope.items_sql()
+    assert items is not None  # no filters: the access rule alone always compiles
+    return _PreviewScope(items, scope.revision_column, scope.chunk_column)
 
 
 def _matching_items(
     scope: _PreviewScope,
     step: _Step,
-    query: str,
-    lead: str,
+    tsqueries: dict[str, str],
     exclude: list[int],
     wanted: int,
     budget: _PreviewBudget,
+    *,
+    walk_first: bool,
+    walk: bool = True,
 ) -> list[int]:
     """The items (ids, in order) of one ``step``, at most ``wanted``, ``exclude`` left out.
 
     The GIN index finds a rare word's few items at once; a common word's thousands must all be sorted by
     date, while walking items newest first finds ``wanted`` within a few rows. So a step ordered by date gets
     at most half of what is left of the budget for the index, then the walk (the same order: the same
-    rows)."""
-    statement = compose(
-        f"""
-        SELECT i.id FROM search_contentitem i JOIN search_revision r ON r.id = i.{{revision_col}}
-        WHERE {step.where} AND i.id IN ({{items}}) AND NOT (i.id = ANY({{exclude}}))
-        {"ORDER BY i.updated_at DESC, i.id" if step.newest_first else ""} LIMIT {{wanted}}
-    """,
-        revision_col=scope.revision_col,
-        **({"lead": param(lead, "tsquery")} if "{lead}" in step.where else {}),
-        **({"query": param(query, "tsquery")} if "{query}" in step.where else {}),
+    rows); ``walk_first`` (the typed words are common in titles) the other way round; without ``walk`` (typo
+    forms: rare words, which a walk would look for through the whole corpus) the index alone, with more
+    time. The index attempt reads the matching revisions first (a materialized CTE): left to itself the
+    planner often walks for a word it cannot estimate (a prefix), which costs 5–20 ms at 100k items where
+    the index takes 1–3."""
+    where = step.where
+    if step.check and not ("{anchor}" in where and tsqueries["anchor"] == tsqueries["query"]):
+        where = f"{where} AND {step.check}"
+    words = {name: param(value, "tsquery") for name, value in tsqueries.items() if f"{{{name}}}" in where}
+    rest = compose(
+        f"""i.id IN ({{items}}) AND NOT (i.id = ANY({{exclude}}))
+        {"ORDER BY i.updated_at DESC, i.id" if step.newest_first else ""} LIMIT {{wanted}}""",
         items=scope.items,
         exclude=param(exclude),
         wanted=param(wanted),
     )
-    sql, params = statement.sql, list(statement.params)
-    rows = _within_budget(sql, params, budget.left_ms(0.5 if step.newest_first else 1.0))
-    if rows is None and step.newest_first:
-        rows = _within_budget(sql, params, budget.left_ms(0.6), setting=("enable_bitmapscan", "off"))
+    plain = compose(
+        f"""SELECT i.id FROM search_contentitem i JOIN search_revision r ON r.id = i.{scope.revision_col}
+        WHERE {where} AND {{rest}}""",
+        **words,
+        rest=rest,
+    )
+    if not step.newest_first or budget.left_ms() is None:  # on a small corpus the planner's plan is fast
+        rows = _within_budget(plain.sql, list(plain.params), budget.left_ms())
+    else:
+        indexed = compose(
+            f"""WITH m AS MATERIALIZED (SELECT r.id FROM search_revision r WHERE {where})
+            SELECT i.id FROM search_contentitem i JOIN m ON m.id = i.{scope.revision_col} WHERE {{rest}}""",
+            **words,
+            rest=rest,
+        )
+        attempts = [(indexed, ("enable_seqscan", "off")), (plain, ("enable_bitmapscan", "off"))]
+        if walk_first:
+            attempts.reverse()
+        shares: tuple[float, ...] = (0.5, 0.6)
+        if not walk:
+            attempts, shares = attempts[:1], (0.7,)
+        rows = None
+        for (statement, setting), share in zip(attempts, shares, strict=True):
+            rows = _within_budget(statement.sql, list(statement.params), budget.left_ms(share), setting=setting)
+            if rows is not None:
+                break
     if rows is None:
         logger.info("preview: %s matches cut short by the time budget", step.name)
         return []
@@ -522,8 +699,16 @@ def _preview_hits(found: list[tuple[int, bool, bool]], words: list[TypedWord], *
         snippet, snippet_spans = passages.get(item_id, ("", ()))
         hits.append(
             PreviewHit(
-                item_id, title, content_type, primary_domain, item_path(slug), in_title,
-                word_spans(title, words, fuzzy=fuzzy), snippet, snippet_spans, fuzzy,
+                item_id,
+                title,
+                content_type,
+                primary_domain,
+                item_path(slug),
+                in_title,
+                word_spans(title, words, fuzzy=fuzzy),
+                snippet,
+                snippet_spans,
+                fuzzy,
             )
         )
     return hits
@@ -533,48 +718,58 @@ def _body_passages(
     items: dict[int, bool], words: list[TypedWord], *, corpus: Corpus
 ) -> dict[int, tuple[str, tuple[Span, ...]]]:
     """For each item, a short passage of its body around the first typed word it holds, and the spans of
-    typed words in it. The item's chunks whose folded text holds a typed word's form are read in order (the
-    first ``SNIPPET_CHUNKS``), and the first that holds one as a word gives the passage; an item without
-    such a chunk (not built yet) is looked for in the start of its body. ``items``: item id → whether it
-    matched with a typo forgiven (only such an item's passage may start at a typo form)."""
+    typed words in it. The item's chunks whose folded text holds a typed word's form at the start of a word
+    (anywhere for an Arabic form) are read in order (the first ``SNIPPET_CHUNKS``), and the first that holds
+    one as a word gives the passage; an item with no chunk at all (not built yet) is looked for in the start
+    of its body. ``items``: item id → whether it matched with a typo forgiven (only such an item's passage
+    may start at a typo form)."""
     item_ids = list(items)
-    patterns = sorted({f"%{_like_escape(f)}%" for w in words for f in w.lexemes(fuzzy=True)})
+    patterns = sorted({_word_start_pattern(f) for w in words for f in w.lexemes(fuzzy=True)})
+    # the patterns go in as a sub-select: a value the planner cannot see, or it derives every pattern's
+    # trigrams to cost the chunks' trigram index (2 ms of planning for a query that runs in under 1)
     statement = compose(
         """
-        SELECT item_id, text FROM (
-            SELECT c.item_id, c.text, c.ordinal,
-                   row_number() OVER (PARTITION BY c.item_id ORDER BY c.ordinal) AS n
-            FROM search_chunk c
-            WHERE c.item_id = ANY({ids}) AND c.{chunk_col} AND c.folded_text LIKE ANY({patterns})
-        ) first WHERE n <= {most} ORDER BY item_id, ordinal
+        SELECT i.id, i.built, c.text FROM (
+            SELECT u.id, EXISTS (SELECT 1 FROM search_chunk b WHERE b.item_id = u.id AND b.{chunk_col}) AS built
+            FROM unnest({ids}) AS u(id)
+        ) i
+        LEFT JOIN LATERAL (
+            SELECT c.text, c.ordinal FROM search_chunk c
+            WHERE c.item_id = i.id AND c.{chunk_col} AND c.folded_text ~ ANY((SELECT {patterns})::text[])
+            ORDER BY c.ordinal LIMIT {most}
+        ) c ON true
+        ORDER BY i.id, c.ordinal
     """,
-        ids=param(item_ids),
+        ids=param(item_ids, "bigint[]"),
         chunk_col=chunk_column(corpus),
-        patterns=param(patterns),
+        patterns=param(patterns, "text[]"),
         most=param(SNIPPET_CHUNKS),
     )
     with read_connection().cursor() as cursor:
         cursor.execute(statement.sql, list(statement.params))
-        chunks = cursor.fetchall()
+        rows = cursor.fetchall()
     passages: dict[int, tuple[str, tuple[Span, ...]]] = {}
-    for item_id, text in chunks:
+    for item_id, _, text in rows:
         # a chunk can hold a typed form only inside a longer word ("tenders" for "tender"): try the next one
-        if item_id not in passages and (passage := snippet(text, words, fuzzy=items[item_id]))[0]:
+        if text and item_id not in passages and (passage := snippet(text, words, fuzzy=items[item_id]))[0]:
             passages[item_id] = passage
-    missing = [i for i in item_ids if i not in passages]
-    if missing:
+    unbuilt = [item_id for item_id, built, _ in rows if not built]
+    if unbuilt:
         revision_col = "live_revision" if corpus == "live" else "latest_revision"
-        for item_id, body in ContentItem.objects.filter(pk__in=missing).values_list(
-            "pk", f"{revision_col}__body"
-        ):
-            passage = snippet((body or "")[:SNIPPET_BODY_CHARS], words, fuzzy=items[item_id])
+        # only the start of each body is read (PostgreSQL decompresses no more of it)
+        start = Substr(f"{revision_col}__body", 1, SNIPPET_BODY_CHARS)
+        for item_id, body in ContentItem.objects.filter(pk__in=unbuilt).values_list("pk", start):
+            passage = snippet(body or "", words, fuzzy=items[item_id])
             if passage[0]:
                 passages[item_id] = passage
     return passages
 
 
-def _like_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+def _word_start_pattern(form: str) -> str:
+    """A PostgreSQL regular expression for ``form`` at the start of a word (anywhere for an Arabic form, which
+    may follow a clitic or the article), as ``_word_starts`` finds it."""
+    escaped = re.sub(r"([^\w\s])", r"\\\1", form)  # every character that is not a letter, digit or space
+    return escaped if analysis.is_arabic(form) else r"\m" + escaped
 
 
 def _folded_offsets(text: str) -> list[int] | None:
@@ -624,31 +819,47 @@ def word_spans(text: str, words: list[TypedWord], *, fuzzy: bool = False) -> tup
 
 def _first_match(text: str, words: list[TypedWord], *, fuzzy: bool) -> analysis.Token | None:
     """The first word of ``text`` that holds a typed word (``fuzzy``: or a typo form). Tokenising a whole chunk is
-    the slow part of a preview: the scan starts at the word before where the folded text first holds one of
-    the typed forms (folding keeps or shortens a text's length, so the match is not before that point; when
-    a text's folding lengthens it, a ligature say, and nothing is found from there, the whole text is
-    scanned)."""
+    the slow part of a preview, so only the words around where the folded text holds a typed form at the start
+    of a word are tokenised, in order. Folding that shortens a text (invisible characters removed) moves its
+    offsets back: the text is scanned from the word before the first such place; folding that lengthens it
+    (a ligature) leaves no guide, and the whole text is scanned."""
     folded = analysis.folded_text(text)
     lexemes = {f for w in words for f in w.lexemes(fuzzy=fuzzy)}
-    found = [at for lexeme in lexemes if (at := _word_at(folded, lexeme)) >= 0]
-    start = min(found) if found else len(text)
-    start = text.rfind(" ", 0, max(0, start - 1)) + 1 if start else 0
-    for offset in ((start, 0) if start else (0,)):
-        for token in analysis.tokens(text[offset:]):
-            if _token_match(token, words, fuzzy=fuzzy):
-                return analysis.Token(token.text, token.folded, token.start + offset, token.end + offset)
+    if len(folded) > len(text):
+        return _first_token_match(text, 0, len(text), words, fuzzy=fuzzy)
+    places = sorted({at for lexeme in lexemes for at in _word_starts(folded, lexeme)})
+    if not places:
+        return None
+    if len(folded) < len(text):
+        return _first_token_match(text, text.rfind(" ", 0, places[0]) + 1, len(text), words, fuzzy=fuzzy)
+    for at in places:  # each a word or two: a chunk is a few KB
+        end = text.find(" ", at)
+        start, end = text.rfind(" ", 0, at) + 1, end if end != -1 else len(text)
+        token = _first_token_match(text, start, end, words, fuzzy=fuzzy)
+        if token is not None:
+            return token
     return None
 
 
-def _word_at(folded: str, lexeme: str) -> int:
-    """Where ``lexeme`` first occurs in ``folded`` at the start of a word (anywhere for an Arabic form, which
-    may follow a clitic or the article), or -1."""
+def _first_token_match(
+    text: str, start: int, end: int, words: list[TypedWord], *, fuzzy: bool
+) -> analysis.Token | None:
+    """The first word of ``text[start:end]`` (``start`` and ``end`` at word boundaries) that holds a typed word."""
+    for token in analysis.tokens(text[start:end]):
+        if _token_match(token, words, fuzzy=fuzzy):
+            return analysis.Token(token.text, token.folded, token.start + start, token.end + start)
+    return None
+
+
+def _word_starts(folded: str, lexeme: str) -> Iterator[int]:
+    """Where ``lexeme`` occurs in ``folded`` at the start of a word (anywhere for an Arabic form, which may
+    follow a clitic or the article), left to right."""
+    arabic = analysis.is_arabic(lexeme)
     at = folded.find(lexeme)
-    if analysis.is_arabic(lexeme):
-        return at
-    while at > 0 and folded[at - 1].isalnum():
+    while at != -1:
+        if arabic or at == 0 or not folded[at - 1].isalnum():
+            yield at
         at = folded.find(lexeme, at + 1)
-    return at
 
 
 def snippet(text: str, words: list[TypedWord], *, fuzzy: bool = False) -> tuple[str, tuple[Span, ...]]:

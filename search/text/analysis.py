@@ -217,13 +217,16 @@ def tsquery_any(lexemes: Iterable[str], *, prefix: bool = False) -> str:
 
 
 MAX_POSITION = 16383
+# The longest word (in UTF-8 bytes) a tsvector keeps: PostgreSQL refuses a lexeme of 2 KB or more; a longer
+# "word" is no word anyone searches for.
+MAX_LEXEME_BYTES = 2000
 
 
 def to_tsvector_literal(postings: dict[str, list[int]]) -> str:
     """A tsvector literal (``'word':1,4 'other':2``) with positions capped as PostgreSQL requires."""
     parts = []
     for term, positions in postings.items():
-        if not term or len(term.encode()) > 2000:
+        if not term or len(term.encode()) > MAX_LEXEME_BYTES:
             continue
         capped = sorted({min(max(p, 1), MAX_POSITION) for p in positions})[:256]
         parts.append(f"{quote_lexeme(term)}:{','.join(str(p) for p in capped)}")
@@ -249,7 +252,7 @@ def preview_words_tsvector(*texts: str) -> str:
     for text in texts:
         for token in tokens(text):
             for form in preview_forms(token.folded):
-                if form in seen or len(form.encode()) > 2000:
+                if form in seen or len(form.encode()) > MAX_LEXEME_BYTES:
                     continue
                 size += len(form.encode()) + 4
                 if size > PREVIEW_WORDS_MAX_BYTES:
@@ -263,7 +266,7 @@ def title_lead(title: str) -> str:
     ``tender``): the preview ranks titles that begin with a typed word first."""
     for token in tokens(title):
         if token.folded not in TITLE_ARTICLES:
-            return " ".join(quote_lexeme(w) for w in preview_forms(token.folded) if len(w.encode()) <= 2000)
+            return " ".join(quote_lexeme(w) for w in preview_forms(token.folded) if len(w.encode()) <= MAX_LEXEME_BYTES)
     return ""
 
 

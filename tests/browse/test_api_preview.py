@@ -136,14 +136,16 @@ def test_preview_query_count_is_bounded(client: Client, django_assert_max_num_qu
     for i in range(10):
         make_item(title=f"Guide {i}", body="About tenders.")
     build()
-    # then: titles, title and body, the hits, their snippets, and (at most once a minute) the corpus size
-    with django_assert_max_num_queries(5):
+    # then: which typed words the corpus holds, titles, title and body, the hits, their snippets, and (at
+    # most once a minute) the corpus size
+    with django_assert_max_num_queries(6):
         assert client.get("/api/search/preview", {"q": "tender"}).json()["count"] == 8
     # and on a corpus large enough for the time budget: per step the budget is set and the query runs
     # (inside this test's transaction the step also takes a savepoint, resets the budget and releases it:
-    # 5 per step); nothing scales with the corpus or the number of matches
+    # 5 per step, the word check included, 7 for a title step, which also sets a planner setting); nothing
+    # scales with the corpus or the number of matches
     settings.SEARCH = {**settings.SEARCH, "PREVIEW_BUDGET_MIN_CHUNKS": 0}
-    with django_assert_max_num_queries(17):
+    with django_assert_max_num_queries(26):
         assert client.get("/api/search/preview", {"q": "tender"}).json()["count"] == 8
 
 
@@ -161,25 +163,94 @@ def test_title_steps_past_their_budget_retry_walking_items_newest_first(
     build()
     real = selectors._within_budget
     calls: list[tuple[str, Any]] = []
+    retry = False
 
     def first_attempt_runs_out(sql: str, params: list[Any], budget_ms: int, *, setting: Any = None) -> Any:
-        kind = "body" if "r.preview_words" in sql else "title" if "r.title_" in sql else "other"
+        nonlocal retry
+        kind = _step_kind(sql)
         calls.append((kind, setting))
-        return real(sql, params, budget_ms, setting=setting) if setting else None
+        if kind == "words":
+            return real(sql, params, budget_ms, setting=setting)
+        if kind == "title":
+            retry = not retry
+            return real(sql, params, budget_ms, setting=setting) if not retry else None
+        return None
 
     monkeypatch.setattr(selectors, "_within_budget", first_attempt_runs_out)
     # when
     data = client.get("/api/search/preview", {"q": "tender"}).json()
-    # then: titles that begin with the word, then the other titles, each retried walking items newest first;
-    # then title and body (not retried: a walk that checks each item's whole word list is slower than the
-    # index); then (fewer than 8 found) the typo lookup, which ran out too
+    # then: which words the corpus holds; titles that begin with the word (the index first: such titles are
+    # few), then the other titles (the word is in half the titles: common, so items are walked newest first
+    # before the index is asked), each retried the other way; then title and body (not retried: a walk that
+    # checks each item's whole word list is slower than the index); then (fewer than 8 found) the typo
+    # lookup, which ran out too
+    walk, index = ("enable_bitmapscan", "off"), ("enable_seqscan", "off")
     assert calls == [
-        ("title", None), ("title", ("enable_bitmapscan", "off")),
-        ("title", None), ("title", ("enable_bitmapscan", "off")),
+        ("words", None),
+        ("title", index), ("title", walk),
+        ("title", walk), ("title", index),
         ("body", None),
-        ("other", None),
+        ("typo", None),
     ]
     assert [r["title"] for r in data["results"]] == ["Tender checklist"]
+
+
+def _step_kind(sql: str) -> str:
+    if "search_corpus_stats" in sql:
+        return "words"
+    if "search_term_stats" in sql:
+        return "typo"
+    return "body" if "r.preview_words" in sql else "title" if "r.title_" in sql else "other"
+
+
+def test_rare_words_ask_the_index_before_walking_items(client: Client, monkeypatch: Any, settings: Any) -> None:
+    # given: a corpus under the time budget where "checklist" is in one title of 60
+    import search.engine.preview as selectors
+
+    settings.SEARCH = {**settings.SEARCH, "PREVIEW_BUDGET_MIN_CHUNKS": 0}
+    make_item(title="Tender checklist", body="Nothing here.")
+    for i in range(59):
+        make_item(title=f"Guide {i}", body="About tenders.")
+    build()
+    real = selectors._within_budget
+    settings_used: list[Any] = []
+
+    def spy(sql: str, params: list[Any], budget_ms: Any, *, setting: Any = None) -> Any:
+        if _step_kind(sql) == "title":
+            settings_used.append(setting)
+        return real(sql, params, budget_ms, setting=setting)
+
+    monkeypatch.setattr(selectors, "_within_budget", spy)
+    # when
+    data = client.get("/api/search/preview", {"q": "checklist"}).json()
+    # then: the index first, and it answered
+    assert settings_used[0] == ("enable_seqscan", "off")
+    assert [r["title"] for r in data["results"]] == ["Tender checklist"]
+
+
+def test_a_word_no_item_holds_skips_straight_to_typos(client: Client, monkeypatch: Any) -> None:
+    # given
+    import search.engine.preview as selectors
+
+    make_item(title="Tender checklist", body="Nothing here.")
+    build()
+    real = selectors._within_budget
+    kinds: list[str] = []
+
+    def spy(sql: str, params: list[Any], budget_ms: Any, *, setting: Any = None) -> Any:
+        kinds.append(_step_kind(sql))
+        return real(sql, params, budget_ms, setting=setting)
+
+    monkeypatch.setattr(selectors, "_within_budget", spy)
+    # when: "chekclist" is in no item, so no exact step can match
+    data = client.get("/api/search/preview", {"q": "tender chekclist"}).json()
+    # then: the word check, then the typo lookup at once, then the steps with typo forms
+    assert kinds[:2] == ["words", "typo"]
+    assert [(r["title"], r["typo"]) for r in data["results"]] == [("Tender checklist", True)]
+    # and a short word no item holds cannot be a typo: nothing is looked up after the check
+    kinds.clear()
+    assert client.get("/api/search/preview", {"q": "qz tender"}).json()["count"] == 0
+    assert kinds == ["words"]
 
 
 def test_a_step_that_runs_out_twice_shows_what_the_others_found(
@@ -223,7 +294,7 @@ def test_a_small_corpus_has_no_time_budget_so_a_loaded_machine_cannot_cut_its_pr
     monkeypatch.setattr(selectors, "_within_budget", spy)
     # when
     data = client.get("/api/search/preview", {"q": "tender"}).json()
-    # then: every step (titles that begin with the word, other titles, title and body, the typo lookup: no
-    # corpus word is one edit from "tender") ran without a timeout
-    assert budgets == [None, None, None, None]
+    # then: every step (which words the corpus holds, titles that begin with the word, other titles, title
+    # and body, the typo lookup: no corpus word is one edit from "tender") ran without a timeout
+    assert budgets == [None, None, None, None, None]
     assert [r["title"] for r in data["results"]] == ["Tender checklist", "Something else"]

@@ -225,3 +225,57 @@ def test_the_snippet_comes_from_the_first_chunk_that_holds_a_typed_word_as_a_wor
     # then
     assert "tender submission" in hit.snippet
     assert [hit.snippet[s.start : s.end] for s in hit.snippet_spans][:2] == ["tender", "submiss"]
+
+
+# --- how the preview plans its lookups at scale (``_words_in_corpus``) ---
+
+
+def test_the_word_check_says_which_typed_words_the_corpus_holds_and_how_common_they_are(tenders: None) -> None:
+    # given
+    words = typed_words("tender zzyzzx pric")
+    # when
+    known = preview._words_in_corpus(words, None)
+    # then: "zzyzzx" is in no item; "tender" and the prefix "pric" are, and counted in the vocabulary
+    assert known is not None
+    assert known.held == frozenset({0, 2})
+    assert known.text_counts[0] > 0 and known.text_counts[2] > 0 and known.text_counts[1] == 0
+    # and a word written since the last index build (not in the vocabulary yet) is still held: the word index
+    # is exact
+    make_item(title="Quokka census", body="Counting quokkas.")
+    later = preview._words_in_corpus(typed_words("quokk"), None)
+    assert later is not None and later.held == frozenset({0})
+
+
+def test_the_index_looks_up_whole_words_and_the_typed_prefix_only_where_it_is_rarest() -> None:
+    # given: "using" is common, "minimisation" (typed last, a prefix) rare; "the" is uncounted (a stop word)
+    words = typed_words("using minimisation")
+    common_first = preview._WordsInCorpus(frozenset({0, 1}), 0.0, {0: 5000, 1: 12})
+    # then: both (the prefix is the rarest word)
+    assert [w.folded for w in common_first.indexed(words)] == ["using", "minimisation"]
+    # and when the prefix is the common one ("for" typed last), only the whole word is looked up; the prefix
+    # is checked on each revision found
+    words = typed_words("required for")
+    assert [w.folded for w in preview._WordsInCorpus(frozenset({0, 1}), 0.0, {0: 6000, 1: 90000}).indexed(words)] == [
+        "required"
+    ]
+    # and a word no revision holds as typed (matched by its typo forms) counts as the rarest
+    words = typed_words("cell autonnom")
+    assert [w.folded for w in preview._WordsInCorpus(frozenset({0}), 0.0, {0: 90000}).indexed(words)] == [
+        "cell",
+        "autonnom",
+    ]
+
+
+def test_common_words_walk_items_newest_first_before_asking_the_index(tenders: None) -> None:
+    assert preview._WordsInCorpus(frozenset({0}), 0.3, {}).walk_first
+    assert not preview._WordsInCorpus(frozenset({0}), 0.001, {}).walk_first
+    # and stop words, which the vocabulary does not count, are taken for common ones
+    known = preview._words_in_corpus(typed_words("the and"), None)
+    assert known is not None and known.walk_first
+
+
+def test_snippet_chunks_are_found_by_a_word_start_pattern_with_its_characters_escaped() -> None:
+    assert preview._word_start_pattern("tender") == r"\mtender"
+    assert preview._word_start_pattern("c.a+b") == r"\mc\.a\+b"
+    # an Arabic form may follow a clitic or the article: anywhere in a word
+    assert preview._word_start_pattern("غابات") == "غابات"
