@@ -14,6 +14,10 @@
 
   ``READINESS_REQUIRED`` names the checks a "ready" answer needs; the others are reported only.
 
+- **Replicas** (``replicas``, when ``DATABASE_REPLICA_URLS`` names any): each with ``ok``, its lag and, when
+  not ok, why (``unreachable``, ``lagging``, ``unprobed``; the error itself for operators). Never a reason
+  to be unready: reads fall back to the primary.
+
 A check that hangs is not waited for beyond the timeout, and is not started again while it still runs (the
 next probe waits for that run instead, and says so), so probes cannot pile threads up behind a dead server.
 """
@@ -55,9 +59,22 @@ class CheckResult:
 
 
 @dataclass(frozen=True)
+class ReplicaState:
+    """One read replica as this process last probed it. Never part of readiness: reads fall back to the
+    primary while a replica is down or behind, but an operator must see it named."""
+
+    alias: str
+    ok: bool
+    lag_s: float | None
+    reason: Literal["", "unprobed", "unreachable", "lagging"] = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class Readiness:
     checks: tuple[CheckResult, ...]
     required: tuple[str, ...]
+    replicas: tuple[ReplicaState, ...] = ()
 
     @property
     def failing(self) -> list[str]:
@@ -81,7 +98,18 @@ class Readiness:
         body: dict[str, Any] = {"status": "ready" if self.ready else "unavailable", "checks": checks}
         if not self.ready:
             body["failing"] = self.failing
+        if self.replicas:
+            body["replicas"] = {r.alias: _replica_json(r, with_detail=with_detail) for r in self.replicas}
         return body
+
+
+def _replica_json(replica: ReplicaState, *, with_detail: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {"ok": replica.ok, "lag_s": None if replica.lag_s is None else round(replica.lag_s, 3)}
+    if not replica.ok:
+        entry["reason"] = replica.reason
+        if with_detail and replica.detail:
+            entry["detail"] = replica.detail
+    return entry
 
 
 def _detail(exc: BaseException) -> str:
@@ -230,6 +258,29 @@ def _timed(name: str, check: Callable[[], CheckResult]) -> CheckResult:
     )
 
 
+def replica_states() -> tuple[ReplicaState, ...]:
+    """Each replica ``DATABASE_REPLICA_URLS`` names, as this process's probe thread last found it (started here
+    if no read has started it yet: the first probe is waited for briefly)."""
+    from search.engine import reads
+
+    aliases = reads.replica_aliases()
+    if not aliases:
+        return ()
+    reads.healthy_replicas(aliases)
+    health = reads.replica_health()
+    states = []
+    for alias in aliases:
+        state = health.get(alias)
+        if state is None:
+            states.append(ReplicaState(alias, False, None, "unprobed", "no probe has answered yet"))
+        elif state.healthy:
+            states.append(ReplicaState(alias, True, state.lag_s))
+        else:
+            reason: Literal["unreachable", "lagging"] = "lagging" if state.lag_s is not None else "unreachable"
+            states.append(ReplicaState(alias, False, state.lag_s, reason, state.error[:DETAIL_MAX_CHARS]))
+    return tuple(states)
+
+
 def readiness() -> Readiness:
     """Run every check side by side; those without an answer within ``READINESS_TIMEOUT_S`` fail (timeout).
 
@@ -256,4 +307,4 @@ def readiness() -> Readiness:
             f" (running for {waited:.1f} s, since an earlier probe)" if began < started else ""
         )
         results.append(CheckResult(name, False, "timeout", detail, waited * 1000))
-    return Readiness(checks=tuple(results), required=tuple(settings.READINESS_REQUIRED))
+    return Readiness(checks=tuple(results), required=tuple(settings.READINESS_REQUIRED), replicas=replica_states())

@@ -69,6 +69,13 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": timedelta(minutes=FOLLOWS_EVERY_MINUTES),
         "options": {"expires": max(30, FOLLOWS_EVERY_MINUTES * 60 - 30)},
     },
+    # Deleted presets (presets app): a deleted preset stays restorable for 30 days, then this removes it
+    # (daily at 04:40; idempotent, recorded as a job run).
+    "presets-purge": {
+        "task": "presets.purge_deleted",
+        "schedule": crontab(hour=4, minute=40),
+        "options": {"expires": _DAY_S - 3600},
+    },
     # Query-log retention (analytics): delete search log rows older than QUERY_LOG_RETENTION_DAYS
     # (default 90), daily at 04:30. Idempotent, in batches; a missed day is caught up by the next run.
     "querylog-purge": {

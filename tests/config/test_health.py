@@ -78,6 +78,7 @@ def test_readyz_reports_every_check_ready(client: Client) -> None:
     assert body["status"] == "ready" and set(body["checks"]) == CHECKS
     assert all(check["ok"] for check in body["checks"].values())
     assert body["checks"]["model"]["model"] == "hash-384"
+    assert "replicas" not in body  # none configured: nothing said of them
 
 
 @pytest.mark.django_db

@@ -99,3 +99,42 @@ def _reachable(base_url: str) -> bool:
         return _probe(base_url, "/healthz").status_code == 200
     except httpx.TransportError:
         return False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_readiness_names_each_replica_and_a_dead_one_leaves_the_process_ready(
+    processes: Processes, tmp_path: Path
+) -> None:
+    # given a web process with two replicas: one that answers (the primary itself, never behind) and one where
+    # nothing listens; operators read /readyz with the metrics token, load balancers without
+    import secrets
+
+    from django.db import connection
+
+    from tests.deploy.processes import database_url_for
+
+    primary = database_url_for(connection.settings_dict["NAME"])
+    token = secrets.token_urlsafe(16)
+    env = product_env(
+        database_url=primary,
+        redis_url=django_settings.REDIS_URL,
+        home=tmp_path / "kb",
+        replica_urls=[primary, f"postgresql://postgres@127.0.0.1:{free_port()}/kb"],
+        METRICS_TOKEN=token,
+        METRICS_ALLOWED_IPS="none",  # this test's probes come from 127.0.0.1: only the token admits
+    )
+    web = processes.web("web", "127.0.0.4", env)
+    web.wait_ready()
+
+    # when probed, by a load balancer and by an operator
+    ready = _probe(web.base_url)
+    operator = httpx.get(web.base_url + "/readyz", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+
+    # then: ready (reads fall back to the primary), with each replica named: the live one ok and not behind,
+    # the dead one unreachable (the error itself for the operator only)
+    assert ready.status_code == 200, ready.text
+    replicas = ready.json()["replicas"]
+    assert replicas["replica_1"] == {"ok": True, "lag_s": 0.0}
+    assert replicas["replica_2"] == {"ok": False, "lag_s": None, "reason": "unreachable"}
+    assert operator.status_code == 200
+    assert "connection" in operator.json()["replicas"]["replica_2"]["detail"].lower()
