@@ -46,8 +46,16 @@ from follows.errors import FollowInvalid, FollowLimitReached, FollowNotFound, Fo
 from follows.models import LABEL_MAX_CHARS, PAUSED_REASON_MAX_CHARS, Follow, FollowItem, FollowPreference
 from search.engine.retrieve import retrieve
 from search.errors import SearchError
-from search.filter_params import FILTER_PARAMS, LIST_PARAMS, ParamLists, filters_from_params, params_from_filters
-from search.principal import Principal, principal_for_user
+from search.filter_params import (
+    FILTER_PARAMS,
+    LIST_PARAMS,
+    ParamLists,
+    filters_from_params,
+    json_param_values,
+    params_from_filters,
+    unique_list_values,
+)
+from search.principal import Principal, owner_id_of, principal_for_user
 from search.selectors.items import items_list, revision_numbers
 from search.text.query_parser import normalize_query_text, validate_query_text
 from search.types import MAX_LIMIT, SITE_THRESHOLD, RetrievalQuery, SearchFilters
@@ -68,18 +76,6 @@ FollowParams = dict[str, list[str]]
 
 
 # --- helpers ------------------------------------------------------------------------------------------
-
-
-def owner_id_of(owner: Any) -> int | None:
-    """The signed-in user id behind ``owner``, or ``None`` for anonymous callers and bare API keys."""
-    if owner is None or isinstance(owner, bool):
-        return None
-    if isinstance(owner, int):
-        return owner
-    if hasattr(owner, "is_authenticated"):  # a Django user or AnonymousUser
-        return int(owner.pk) if owner.is_authenticated else None
-    user_id = getattr(owner, "user_id", None)  # a Principal
-    return int(user_id) if user_id is not None else None
 
 
 def _require_user(owner: Any) -> int:
@@ -113,10 +109,7 @@ def _canonical(filters: SearchFilters) -> FollowParams:
     params: FollowParams = {}
     for key, values in params_from_filters(filters).items():
         if key in LIST_PARAMS:
-            unique: dict[str, str] = {}
-            for value in values:
-                unique.setdefault(value.casefold(), value)
-            params[key] = [unique[k] for k in sorted(unique)]
+            params[key] = unique_list_values(values)
         else:
             params[key] = [values[-1]]
     return {key: params[key] for key in sorted(params)}
@@ -133,17 +126,7 @@ def _as_multi(raw: Any) -> dict[str, Any]:
     for key, value in raw.items():
         if not isinstance(key, str):
             raise FollowInvalid("Filter names must be text.", field="filters")
-        values = list(value) if isinstance(value, list | tuple) else [value]
-        cleaned: list[Any] = []
-        for single in values:
-            if single is None:
-                continue
-            if isinstance(single, bool):
-                single = "1" if single else "0"
-            elif isinstance(single, int | float):
-                single = str(single)
-            cleaned.append(single)
-        out[key] = cleaned
+        out[key] = json_param_values(value)
     return out
 
 

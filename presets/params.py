@@ -29,7 +29,14 @@ from typing import Any, Literal
 
 from presets.errors import PresetParamsInvalid
 from search.errors import SearchError
-from search.filter_params import LIST_PARAMS, FilterParams, ParamLists, params_from_filters
+from search.filter_params import (
+    LIST_PARAMS,
+    FilterParams,
+    ParamLists,
+    json_param_values,
+    params_from_filters,
+    unique_list_values,
+)
 from search.filter_params import filters_from_params as browse_filters_from_params
 from search.types import SearchFilters
 
@@ -91,15 +98,8 @@ def to_multi(raw: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> dict[str, li
     for key, value in pairs:
         if not isinstance(key, str):
             raise PresetParamsInvalid("Parameter names must be text.", field="params")
-        values = list(value) if isinstance(value, list | tuple) else [value]
-        for single in values:
-            if single is None:
-                continue
-            if isinstance(single, bool):
-                single = "1" if single else "0"
-            elif isinstance(single, int | float):
-                single = str(single)
-            multi.setdefault(key, []).append(single)
+        if values := json_param_values(value):
+            multi.setdefault(key, []).extend(values)
     return multi
 
 
@@ -127,11 +127,8 @@ def _canonical(filters: SearchFilters) -> PresetParams:
     params: PresetParams = {}
     for key, values in params_from_filters(filters).items():
         if key in LIST_PARAMS:
-            unique: dict[str, str] = {}
-            for value in values:
-                unique.setdefault(value.casefold(), value)  # the engine matches list values ignoring case
-            if unique:
-                params[key] = [unique[k] for k in sorted(unique)]
+            if unique := unique_list_values(values):
+                params[key] = unique
         elif values and values != _DEFAULT_PARAMS.get(key):
             params[key] = values[-1]
     return {key: params[key] for key in sorted(params)}

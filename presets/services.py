@@ -32,6 +32,7 @@ from presets.errors import (
 from presets.models import NAME_MAX_CHARS, RECENT_QUERY_MAX_CHARS, RECENT_SEARCHES_KEPT, Preset, RecentSearch
 from presets.params import apply_params, filters_from_params, normalize_params, params_identity
 from search.errors import InvalidQuery
+from search.principal import owner_id_of
 from search.text.query_parser import normalize_query_text
 from search.types import SearchFilters
 
@@ -57,18 +58,6 @@ class ImportResult:
 
 
 # --- helpers ------------------------------------------------------------------------------------------
-
-
-def owner_id_of(owner: Any) -> int | None:
-    """The signed-in user id behind ``owner``, or ``None`` for anonymous callers and bare API keys."""
-    if owner is None or isinstance(owner, bool):
-        return None
-    if isinstance(owner, int):
-        return owner
-    if hasattr(owner, "is_authenticated"):  # a Django user or AnonymousUser
-        return owner.pk if owner.is_authenticated else None
-    user_id = getattr(owner, "user_id", None)  # a Principal
-    return int(user_id) if user_id is not None else None
 
 
 def clean_name(raw: Any) -> str:

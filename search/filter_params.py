@@ -188,3 +188,28 @@ def params_from_filters(filters: SearchFilters) -> dict[str, list[str]]:
 def has_filters(filters: SearchFilters) -> bool:
     """True when any filter differs from its default."""
     return filters != SearchFilters()
+
+
+def json_param_values(value: Any) -> list[Any]:
+    """One parameter's values as a JSON body gives them (a list or a single value) in their URL form: ``None``
+    left out, booleans as ``"1"``/``"0"``, numbers as written; anything else as is, for validation to judge."""
+    values = list(value) if isinstance(value, list | tuple) else [value]
+    out: list[Any] = []
+    for single in values:
+        if single is None:
+            continue
+        if isinstance(single, bool):
+            single = "1" if single else "0"
+        elif isinstance(single, int | float):
+            single = str(single)
+        out.append(single)
+    return out
+
+
+def unique_list_values(values: list[str]) -> list[str]:
+    """A list filter's values de-duplicated ignoring case (the engine matches them so; the first spelling is
+    kept) and sorted: two saved searches with the same effect store the same values."""
+    unique: dict[str, str] = {}
+    for value in values:
+        unique.setdefault(value.casefold(), value)
+    return [unique[k] for k in sorted(unique)]

@@ -43,3 +43,17 @@ def principal_for_user(user: Any) -> Principal:
     if user.is_staff or user.is_superuser:
         return Principal(kind="staff", user_id=user.pk, group_ids=group_ids, all_content=True)
     return Principal(kind="user", user_id=user.pk, group_ids=group_ids)
+
+
+def owner_id_of(owner: Any) -> int | None:
+    """The signed-in user id behind ``owner`` (a Django user, ``AnonymousUser``, a ``Principal``, a user id or
+    ``None``), or ``None`` for anonymous callers and bare API keys: whose presets, follows and recent
+    searches a call reads or writes."""
+    if owner is None or isinstance(owner, bool):
+        return None
+    if isinstance(owner, int):
+        return owner
+    if hasattr(owner, "is_authenticated"):  # a Django user or AnonymousUser
+        return int(owner.pk) if owner.is_authenticated else None
+    user_id = getattr(owner, "user_id", None)  # a Principal
+    return int(user_id) if user_id is not None else None

@@ -123,3 +123,12 @@ def test_has_filters() -> None:
     assert not has_filters(SearchFilters())
     assert has_filters(SearchFilters(include_qa=False))
     assert has_filters(SearchFilters(unread_only=True))
+
+
+def test_json_values_take_their_url_form_and_list_values_are_unique_ignoring_case() -> None:
+    from search.filter_params import json_param_values, unique_list_values
+
+    assert json_param_values([True, False, 30, 2.5, None, "x"]) == ["1", "0", "30", "2.5", "x"]
+    assert json_param_values(None) == []
+    assert json_param_values("pricing") == ["pricing"]
+    assert unique_list_values(["Pricing", "bids", "pricing", "Bids"]) == ["bids", "Pricing"]
