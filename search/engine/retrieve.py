@@ -10,6 +10,7 @@ In code: ``retrieve`` picks the database (``reads.replica_read``: primary or rep
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import time
@@ -128,8 +129,24 @@ def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
     if searched is None:
         return RetrievalResult()
     result, corpus = searched
+    if result.suggestion and result.total == 0 and query.threshold > 0:
+        result = _suggestion_that_answers(query, result)
     search_performed.send(sender=RetrievalQuery, query=query, result=result, corpus=corpus)
     return result
+
+
+def _suggestion_that_answers(query: RetrievalQuery, result: RetrievalResult) -> RetrievalResult:
+    """``result`` (a search that kept nothing) with its "did you mean" only if the suggested query keeps a hit
+    at the same threshold, for the same reader and filters: a suggestion must lead somewhere, or "nothing
+    here" would send people and agents round in circles. Costs a second search, on empty answers only."""
+    assert result.suggestion is not None
+    suggested = dataclasses.replace(query, text=result.suggestion, cursor=None, limit=1, with_facets=False)
+    parsed = query_parser.parse(suggested.text)
+    if parsed.searchable:
+        found = reads.replica_read(query.principal, partial(_search, suggested, parsed, time.perf_counter()))
+        if found is not None and found[0].total:
+            return result
+    return dataclasses.replace(result, suggestion=None)
 
 
 def _search(

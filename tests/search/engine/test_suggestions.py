@@ -24,8 +24,12 @@ SLIPS = {
 }
 
 
-def suggestion(text: str, *, principal: Principal = ANONYMOUS, corpus: str = "live") -> str | None:
-    query = RetrievalQuery(text=text, mode="lexical", principal=principal, corpus=corpus)
+def suggestion(
+    text: str, *, principal: Principal = ANONYMOUS, corpus: str = "live", threshold: float = 0.0
+) -> str | None:
+    """The "did you mean" of a lexical search over the full ranking (threshold 0: these tests are about the
+    vocabularies; whether the suggested query must find something itself is tested at the end)."""
+    query = RetrievalQuery(text=text, mode="lexical", principal=principal, corpus=corpus, threshold=threshold)
     return retrieve(query=query).suggestion
 
 
@@ -119,3 +123,18 @@ def test_the_sql_fold_and_keyword_words_are_the_python_ones():
             cursor.execute("SELECT search_keyword_words(%s, 'case_study')", [keywords])
             expected = {t.folded for phrase in [*keywords, "case study"] for t in analysis.tokens(phrase)}
             assert set(cursor.fetchone()[0]) == expected, keywords
+
+
+def test_did_you_mean_is_offered_only_when_the_suggested_query_finds_something_itself(vocabularies):
+    # given: a slip of a title word; the corrected query finds its item at the site's floor
+    answered = retrieve(query=RetrievalQuery(text="lighthose", mode="lexical"))
+    assert answered.count == 0 and answered.suggestion == "lighthouse"
+    # when: the reader asks for a floor no hit of the corrected query reaches either
+    strict = retrieve(query=RetrievalQuery(text="lighthose", mode="lexical", threshold=1.0))
+    # then: nothing, and no suggestion that would lead to nothing
+    assert strict.count == 0 and strict.suggestion is None
+    # and at the site's floor a corrected query whose words no item holds together is no suggestion either
+    assert suggestion("whistleblowng duties", threshold=0.35) is None
+    assert suggestion("whistleblowng", threshold=0.35) == "whistleblowing"
+    # and at threshold 0 (the full ranking, as evaluate reads it) the suggestion is what it always was
+    assert retrieve(query=RetrievalQuery(text="lighthose", mode="lexical", threshold=0.0)).suggestion == "lighthouse"
