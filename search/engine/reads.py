@@ -260,11 +260,6 @@ def mark_written(*, keys: Sequence[str]) -> None:
         scope._decided.clear()
 
 
-def principal_wrote(principal: Principal) -> None:
-    """``mark_written`` for one principal (writers outside an HTTP request: services given an author)."""
-    mark_written(keys=principal_keys(principal))
-
-
 def wrote_recently(principal: Principal | None) -> bool:
     """Whether reads for ``principal`` (None: the current request's caller) must see the primary."""
     if _window_s() <= 0:
