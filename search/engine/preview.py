@@ -365,12 +365,14 @@ def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[P
     On a corpus of ``PREVIEW_BUDGET_MIN_CHUNKS`` chunks or more the preview has a time budget
     (``PREVIEW_BUDGET_MS``, the whole call; its steps stop ``FINAL_READ_MS`` early to read their hits): a
     fragment of common words can make the GIN index hand back much of a large corpus to sort by date, and a
-    preview that arrives after the next keystroke is worth nothing. A title step past its share of the budget
-    is retried walking items newest first (fast exactly when the words are common). Whatever is shown holds
-    every typed word; past the budget the preview shows what it has. The full search (Enter) is exhaustive.
+    preview that arrives after the next keystroke is worth nothing. A word check first says which typed words
+    the corpus holds (a fragment with one it does not hold goes straight to the typo lookup) and how common
+    they are; a title step asks the index, then walks items newest first past its share of the budget (the
+    other way round for common words). Whatever is shown holds every typed word; past the budget the preview
+    shows what it has. The full search (Enter) is exhaustive.
 
-    In code: ``typed_words`` → ``_add_matches`` over ``_STEPS`` (exact, then with ``typo_forms``) →
-    ``_preview_hits`` (titles, marks and snippets).
+    In code: ``typed_words`` → ``_words_in_corpus`` → ``_add_matches`` over ``_STEPS`` (exact, then with
+    ``typo_forms``) → ``_preview_hits`` (titles, marks and snippets).
     """
     started = time.monotonic()
     cleaned = normalize_query_text(text)
