@@ -10,6 +10,11 @@ if not os.environ.get("KB_HOME"):
     os.environ["KB_HOME"] = tempfile.mkdtemp(prefix="kb-test-")
     os.environ["KB_EPHEMERAL"] = "1"
 os.environ.setdefault("EMBEDDING_PROVIDER", "hash")
+# The e5 model converted for ONNX Runtime is kept across test runs (var/ is not tracked): converting takes
+# seconds, and a KB_HOME of its own is made for every run.
+os.environ.setdefault(
+    "KB_MODEL_CACHE", os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "var", "models")
+)
 
 from config.settings.base import *  # noqa: E402,F403
 from config.settings.base import DATABASES, KB_HOME  # noqa: E402

