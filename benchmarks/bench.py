@@ -90,6 +90,8 @@ class BenchOptions:
     keep_db: bool = False
     # The mixed load once on the primary alone and once with reads on a streaming replica (bench_replica).
     replica: bool = False
+    # The e5 engines side by side on this many of the dataset's chunks (0: skip; bench_embedding).
+    embedding_texts: int = 200
 
 
 @dataclass(frozen=True)
@@ -603,6 +605,14 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
                 log(_summary_line(size, results["sizes"][str(size)]))
     results["ratios"] = ratios(results["sizes"])
     results["growth_p50"] = growth(results["sizes"])
+    if opts.embedding_texts > 0:
+        from benchmarks import bench_embedding
+
+        results["embedding"] = bench_embedding.engines_compare(
+            bench_embedding.chunk_texts_load(opts.dataset / "corpus.jsonl", opts.embedding_texts),
+            queries.search[:100],
+            log=log,
+        )
     return results
 
 
@@ -815,5 +825,7 @@ def _summary_line(size: int, paths: dict[str, Any]) -> str:
 
 def json_line(results: dict[str, Any]) -> str:
     """The ``--json`` line: sizes → path → percentiles, the load run, ratios, growth and build times."""
-    keep = ("sizes", "load", "load_sizes", "replica", "ratios", "growth_p50", "build", "machine", "options")
+    keep = (
+        "sizes", "load", "load_sizes", "replica", "ratios", "growth_p50", "build", "machine", "options", "embedding"
+    )
     return json.dumps({k: results[k] for k in keep if k in results}, default=str)

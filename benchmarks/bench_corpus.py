@@ -116,6 +116,14 @@ class LoadReport:
 SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(])")
 
 
+def beir_records(path: Path) -> Iterator[dict[str, Any]]:
+    """The records of a BEIR ``.jsonl`` file (``corpus.jsonl``, ``queries.jsonl``), blank lines skipped."""
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                yield json.loads(line)
+
+
 def text_pool_load(corpus_path: Path) -> TextPool:
     """Titles and sentences of a BEIR ``corpus.jsonl`` (SciFact), in file order."""
     if not corpus_path.exists():
@@ -125,18 +133,14 @@ def text_pool_load(corpus_path: Path) -> TextPool:
         )
     titles: list[str] = []
     sentences: list[str] = []
-    with corpus_path.open(encoding="utf-8") as handle:
-        for line in handle:
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            title = (record.get("title") or "").strip()
-            if 10 <= len(title) <= 200:
-                titles.append(title)
-            for sentence in SENTENCE_RE.split(record.get("text") or ""):
-                sentence = sentence.strip()
-                if 20 <= len(sentence) <= 600:
-                    sentences.append(sentence)
+    for record in beir_records(corpus_path):
+        title = (record.get("title") or "").strip()
+        if 10 <= len(title) <= 200:
+            titles.append(title)
+        for sentence in SENTENCE_RE.split(record.get("text") or ""):
+            sentence = sentence.strip()
+            if 20 <= len(sentence) <= 600:
+                sentences.append(sentence)
     if not titles or not sentences:
         raise SearchError(f"{corpus_path} has no usable titles or text.")
     return TextPool(tuple(titles), tuple(sentences))

@@ -248,6 +248,15 @@ OPENAI_API_KEY = env.env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env.env_str("OPENAI_BASE_URL") or None
 OPENAI_EMBEDDING_MODEL = env.env_str("OPENAI_EMBEDDING_MODEL", "text-embedding-3-large")
 OPENAI_EMBEDDING_DIMENSIONS = env.env_int("OPENAI_EMBEDDING_DIMENSIONS", 1024, minimum=16, maximum=3072)
+# Instruction prefixes a compatible server's model needs (it embeds the text as given): "auto" adds e5's
+# "query: "/"passage: " when the model's name (or OPENAI_EMBEDDING_SPACE) says e5; "e5"; "none".
+OPENAI_EMBEDDING_PREFIXES = env.env_choice("OPENAI_EMBEDDING_PREFIXES", "auto", ("auto", "e5", "none"))
+# The local model a compatible server runs, when it is one of ours: its vectors then share that model's
+# embedding space (a GPU server embeds the backlog, the web embeds queries on CPU). Empty: a space of its own.
+OPENAI_EMBEDDING_SPACE = env.env_choice(
+    "OPENAI_EMBEDDING_SPACE", "", ("", "multilingual-e5-small-q4", "all-MiniLM-L6-v2")
+)
+OPENAI_EMBEDDING_BATCH = env.env_int("OPENAI_EMBEDDING_BATCH", 64, minimum=1, maximum=2048)
 OPENAI_TIMEOUT_S = env.env_float("OPENAI_TIMEOUT_S", 10.0, minimum=0.1, maximum=120)
 OPENAI_MAX_RETRIES = env.env_int("OPENAI_MAX_RETRIES", 2, minimum=0, maximum=10)
 OPENAI_SUMMARY_MODEL = env.env_str("OPENAI_SUMMARY_MODEL", "gpt-4o-mini")

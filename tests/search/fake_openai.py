@@ -4,7 +4,9 @@ Answers ``POST /v1/chat/completions``, ``POST /v1/embeddings`` and ``GET /v1/mod
 Behaviour is set on the instance while it runs: ``delay_s`` (each request waits), ``hang`` (requests never
 answer until the server stops), ``fail_status`` (answer every request with that HTTP error) or
 ``fail_times`` (fail only the next N POST requests). Embeddings are deterministic
-(:func:`fake_vector`), so a test can predict every stored vector.
+(:func:`fake_vector`), so a test can predict every stored vector, unless ``embedder`` is set (a function from
+the request's texts to their vectors: the server then runs a real model, as text-embeddings-inference does);
+``mangle`` may rewrite each embeddings answer before it is sent (a server answering garbage).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import hashlib
 import json
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -37,6 +39,8 @@ class FakeOpenAI:
         self.fail_times = 0  # fail only the next N requests (with fail_status, default 500)
         self.summary_text = "A short summary written by the fake model."
         self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.embedder: Callable[[list[str]], list[list[float]]] | None = None
+        self.mangle: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
         fake = self
@@ -98,18 +102,20 @@ class FakeOpenAI:
                 if self.path.endswith("/embeddings"):
                     inputs = request["input"] if isinstance(request["input"], list) else [request["input"]]
                     dims = int(request.get("dimensions") or 8)
-                    self._send(
-                        200,
-                        {
-                            "object": "list",
-                            "model": request.get("model", "fake"),
-                            "data": [
-                                {"object": "embedding", "index": i, "embedding": fake_vector(t, dims)}
-                                for i, t in enumerate(inputs)
-                            ],
-                            "usage": {"prompt_tokens": 1, "total_tokens": 1},
-                        },
-                    )
+                    if fake.embedder is not None:
+                        vectors = fake.embedder(inputs)
+                    else:
+                        vectors = [fake_vector(t, dims) for t in inputs]
+                    answer = {
+                        "object": "list",
+                        "model": request.get("model", "fake"),
+                        "data": [
+                            {"object": "embedding", "index": i, "embedding": vector}
+                            for i, vector in enumerate(vectors)
+                        ],
+                        "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                    }
+                    self._send(200, fake.mangle(answer) if fake.mangle else answer)
                 elif self.path.endswith("/chat/completions"):
                     self._send(
                         200,

