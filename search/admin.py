@@ -267,9 +267,14 @@ class EmbeddingSpaceAdmin(admin.ModelAdmin):
 
         done, total = embedding_space_progress(space=obj)
         percent = 100.0 * done / total if total else 100.0
+        wave = ""
+        if obj.active and done < total:
+            from search.services.fanout import fanout_progress
+
+            wave = fanout_progress().summary()  # the workers' batches: speed and ETA
         return format_html(
-            '<progress value="{}" max="{}" style="width:8em"></progress> {}/{} ({}%)',
-            done, max(total, 1), done, total, f"{percent:.0f}",
+            '<progress value="{}" max="{}" style="width:8em"></progress> {}/{} ({}%) {}',
+            done, max(total, 1), done, total, f"{percent:.0f}", wave,
         )
 
     @admin.display(description="last error")

@@ -34,10 +34,18 @@ INDEX_DEBOUNCE_S = 5
 
 # Provider back-off for Celery retries: 30 s, 60 s, 120 s … at most 15 minutes, 6 retries, jittered.
 PROVIDER_RETRY = {"retry_backoff": 30, "retry_backoff_max": 900, "retry_jitter": True, "max_retries": 6}
+# The embedding tasks: late acknowledgement, retried with that back-off while the provider fails.
+EMBEDDING_TASK: dict[str, Any] = {
+    "bind": True,
+    "acks_late": True,
+    "ignore_result": True,
+    "autoretry_for": (EmbeddingUnavailable,),
+    **PROVIDER_RETRY,
+}
 
 
-@shared_task(name="search.index_build", acks_late=True, ignore_result=True)
-def index_build_task() -> str:
+@shared_task(name="search.index_build", bind=True, acks_late=True, ignore_result=True)
+def index_build_task(self: Any) -> str:
     """Debounced build: reschedules itself while changes keep coming; one build at a time (the job's lock).
 
     The lock is the ``index_build`` job's PostgreSQL advisory lock (``jobs.job_execute``): a worker killed
@@ -56,17 +64,41 @@ def index_build_task() -> str:
         index_build_task.apply_async(countdown=INDEX_DEBOUNCE_S)
         return "debounced"
 
+    fan_out: list[bool] = []
+
     def _build() -> jobs.JobResult:
-        result = indexing.index_rebuild()
+        # A large backlog of chunks to embed goes to every worker after the build (searchable by words at
+        # once, by meaning batch by batch), not into this one task.
+        fan_out.append(_backlog_fans_out())
+        result = indexing.index_rebuild(embed=not fan_out[0])
         return jobs.JobResult(items_touched=int(result["columns"]) + int(result["embedded"]), detail=result)
 
     outcome = jobs.job_execute(job=jobs.INDEX_BUILD, run=_build)
     if not outcome.ran:
         return "busy"
+    if fan_out and fan_out[0]:
+        _embed_backlog(queue=_queue_of(self))
     if IndexState.objects.filter(pk=1, dirty=True).exists():
         index_build_task.apply_async(countdown=INDEX_DEBOUNCE_S)
         return "built, again dirty: another build queued"
     return "built"
+
+
+def _embed_backlog(*, queue: str | None = None) -> None:
+    """A fan-out wave for the chunks lacking a vector, or the one-run backfill when it cannot fan out."""
+    from search.services import reembed
+
+    if embeddings_fanout(reembed.embeddings_pending_count(), queue=queue) is None:
+        embeddings_backfill_task.apply_async(queue=queue)
+
+
+def _backlog_fans_out() -> bool:
+    from django.conf import settings
+
+    from search.services import reembed
+
+    threshold = settings.EMBEDDING_FANOUT_MIN_CHUNKS
+    return bool(threshold) and reembed.embeddings_pending_count() >= threshold
 
 
 # Publishing happens on one background thread: a save never waits for the broker (a hung broker holds a
@@ -146,20 +178,20 @@ def quality_scores_task(self: Any, period: str | None = None) -> str:
     return outcome.summary()
 
 
-@shared_task(
-    name="search.embeddings_backfill",
-    bind=True,
-    acks_late=True,
-    ignore_result=True,
-    autoretry_for=(EmbeddingUnavailable,),
-    **PROVIDER_RETRY,
-)
+@shared_task(name="search.embeddings_backfill", **EMBEDDING_TASK)
 def embeddings_backfill_task(self: Any) -> str:
-    """Embed chunks lacking a vector of the active model; backs off and retries while the provider fails."""
+    """Embed chunks lacking a vector of the active model; backs off and retries while the provider fails.
+
+    From ``EMBEDDING_FANOUT_MIN_CHUNKS`` pending chunks on, the work is fanned out instead: batches queued for
+    every worker (``search.services.fanout``); fewer are embedded here, in one run."""
     from search.services import jobs, reembed
 
-    if reembed.embeddings_pending_count() == 0:
+    pending = reembed.embeddings_pending_count()
+    if pending == 0:
         return "embeddings_backfill: nothing to embed"
+    fanned = embeddings_fanout(pending, queue=_queue_of(self))
+    if fanned is not None:
+        return fanned
 
     def _run() -> jobs.JobResult:
         embedded = reembed.embeddings_backfill_run()
@@ -168,19 +200,50 @@ def embeddings_backfill_task(self: Any) -> str:
     return jobs.job_execute(job=jobs.EMBEDDINGS_BACKFILL, run=_run, task_id=self.request.id or "").summary()
 
 
+def _queue_of(task: Any) -> str | None:
+    """The queue the running task came from: its batches go to the workers of that queue."""
+    info = getattr(task.request, "delivery_info", None) or {}
+    return info.get("routing_key") or None
+
+
+def embeddings_fanout(pending: int, *, queue: str | None = None) -> str | None:
+    """Queue a wave of embedding batches when ``pending`` is worth fanning out; None when it is not (few
+    chunks, fan-out off, or no cache to keep the wave's state in: the caller embeds in one run)."""
+    from django.conf import settings
+    from django.core.cache import cache
+
+    from search.services import fanout
+
+    threshold = settings.EMBEDDING_FANOUT_MIN_CHUNKS
+    if not threshold or pending < threshold:
+        return None
+    queued = fanout.fanout_start(lambda ids: embeddings_batch_task.apply_async(args=[ids], queue=queue))
+    if queued:
+        return f"embeddings_backfill: {pending} chunks in {queued} batches queued for the workers"
+    if cache.get(fanout.WAVE_KEY) is not None:
+        return "embeddings_backfill: a fan-out is in flight"
+    return None
+
+
+@shared_task(name="search.embeddings_batch", **EMBEDDING_TASK)
+def embeddings_batch_task(self: Any, chunk_ids: list[int]) -> str:
+    """One batch of a fan-out (``search.services.fanout``): embeds those of ``chunk_ids`` still lacking a
+    vector. Idempotent, so a batch delivered again after its worker died only finishes what was left; the
+    batch that ends a wave plans the next one when chunks arrived meanwhile."""
+    from search.services import fanout, reembed
+
+    embedded, wave_finished = fanout.fanout_batch([int(i) for i in chunk_ids])
+    if wave_finished and reembed.embeddings_pending_count():
+        _embed_backlog(queue=_queue_of(self))
+    return f"embeddings_batch: {embedded} of {len(chunk_ids)} chunks embedded"
+
+
 # A model switch runs in slices of about this long, each re-queueing the next: a worker with one process
 # (``manage.py up``) still runs the index builds and summaries queued meanwhile.
 SPACE_SWITCH_SLICE_S = 300.0
 
 
-@shared_task(
-    name="search.embedding_space_switch",
-    bind=True,
-    acks_late=True,
-    ignore_result=True,
-    autoretry_for=(EmbeddingUnavailable,),
-    **PROVIDER_RETRY,
-)
+@shared_task(name="search.embedding_space_switch", **EMBEDDING_TASK)
 def embedding_space_switch_task(self: Any) -> str:
     """Move the corpus to the configured embedding model in the background, searches keeping the complete
     old space until the atomic flip (search.services.reembed). Idempotent: a no-op when the configured

@@ -261,6 +261,9 @@ OPENAI_TIMEOUT_S = env.env_float("OPENAI_TIMEOUT_S", 10.0, minimum=0.1, maximum=
 OPENAI_MAX_RETRIES = env.env_int("OPENAI_MAX_RETRIES", 2, minimum=0, maximum=10)
 OPENAI_SUMMARY_MODEL = env.env_str("OPENAI_SUMMARY_MODEL", "gpt-4o-mini")
 HASH_EMBEDDING_DIMENSIONS = env.env_int("HASH_EMBEDDING_DIMENSIONS", 384, minimum=8, maximum=4096)
+# From this many chunks lacking a vector on, the backfill (and the index build's embedding) is fanned out
+# in batches to every Celery worker (search.services.fanout); fewer are embedded in one task. 0: never.
+EMBEDDING_FANOUT_MIN_CHUNKS = env.env_int("EMBEDDING_FANOUT_MIN_CHUNKS", 512, minimum=0)
 # A search waits at most this long for the query embedding, then answers lexically (degraded).
 EMBEDDING_BUDGET_S = env.env_float("EMBEDDING_BUDGET_S", 1.5, minimum=0.05, maximum=30)
 

@@ -11,13 +11,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Count, Exists, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 
 from search.engine import english
 from search.engine.embeddings import EmbeddingProvider, embed_documents, text_hash
 from search.engine.vector import active_space, space_lock, space_provider
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
-from search.models import Chunk, EmbeddingCache, EmbeddingSpace
+from search.models import Chunk, EmbeddingCache, EmbeddingSpace, ItemRead
 
 logger = logging.getLogger(__name__)
 
@@ -42,17 +43,8 @@ def embeddings_pending(model: str) -> Any:
     return Chunk.objects.current().filter(~Q(embedding_model=model) | Q(embedding__isnull=True))
 
 
-def embeddings_backfill(
-    *, progress: Any = None, provider: EmbeddingProvider | None = None, limit: int | None = None
-) -> int:
-    """Embed current chunks that have no vector of the active space, with its model, in batches.
-
-    Resumable: each batch commits. ``provider`` defaults to the active space's model; a ``provider`` of
-    another model is refused (moving to another model is ``reembed``'s staged switch). A batch is written
-    only while its space is still the active one (shared space lock): after a flip the backfill stops and
-    the next run embeds with the new model. An active space this version cannot embed with is skipped
-    (logged): the switch to the configured model replaces it.
-    """
+def _backfill_space(provider: EmbeddingProvider | None) -> tuple[EmbeddingSpace, EmbeddingProvider | None]:
+    """The active space and the provider that embeds for it (None: this version cannot, logged)."""
     space = active_space(provider=provider)
     if provider is not None and (provider.name, provider.dimensions) != (space.model, space.dimensions):
         raise EmbeddingModelMismatch(
@@ -65,7 +57,41 @@ def embeddings_backfill(
             provider = space_provider(space.model, space.dimensions)
         except EmbeddingModelMismatch as exc:
             logger.warning("embedding backfill skipped: %s", exc.message)
-            return 0
+            return space, None
+    return space, provider
+
+
+def _embed_batch(batch: list[Chunk], space: EmbeddingSpace, provider: EmbeddingProvider) -> bool:
+    """Embed and write one batch in one transaction; False (nothing written) when ``space`` stopped being the
+    active one (shared space lock: a flip waits for the write, or the write sees the flip)."""
+    texts = chunk_texts(batch)
+    vectors = embed_documents(texts, provider=provider)
+    with transaction.atomic():
+        space_lock(shared=True)
+        if not EmbeddingSpace.objects.filter(pk=space.pk, active=True).exists():
+            logger.info("embedding backfill: %s is no longer the active space; stopping", space.model)
+            return False
+        for chunk, text, vec in zip(batch, texts, vectors, strict=True):
+            Chunk.objects.filter(pk=chunk.pk).update(
+                embedding=vec, embedding_model=space.model, embedding_hash=text_hash(text)
+            )
+    return True
+
+
+def embeddings_backfill(
+    *, progress: Any = None, provider: EmbeddingProvider | None = None, limit: int | None = None
+) -> int:
+    """Embed current chunks that have no vector of the active space, with its model, in batches.
+
+    Resumable: each batch commits. ``provider`` defaults to the active space's model; a ``provider`` of
+    another model is refused (moving to another model is ``reembed``'s staged switch). A batch is written
+    only while its space is still the active one (shared space lock): after a flip the backfill stops and
+    the next run embeds with the new model. An active space this version cannot embed with is skipped
+    (logged): the switch to the configured model replaces it.
+    """
+    space, provider = _backfill_space(provider)
+    if provider is None:
+        return 0
     done = 0
     last = 0
     while True:
@@ -75,23 +101,43 @@ def embeddings_backfill(
         if not batch:
             break
         last = batch[-1].pk
-        texts = chunk_texts(batch)
-        vectors = embed_documents(texts, provider=provider)
-        with transaction.atomic():
-            space_lock(shared=True)
-            if not EmbeddingSpace.objects.filter(pk=space.pk, active=True).exists():
-                logger.info("embedding backfill: %s is no longer the active space; stopping", space.model)
-                break
-            for chunk, text, vec in zip(batch, texts, vectors, strict=True):
-                Chunk.objects.filter(pk=chunk.pk).update(
-                    embedding=vec, embedding_model=space.model, embedding_hash=text_hash(text)
-                )
+        if not _embed_batch(batch, space, provider):
+            break
         done += len(batch)
         if progress:
             progress(len(batch))
         if limit and done >= limit:
             break
     return done
+
+
+def embeddings_pending_by_priority(model: str) -> list[int]:
+    """Ids of the chunks the backfill would embed, most-read items first (readers who opened them), then the
+    most recently changed, then in item order: what a fan-out hands to workers, batch by batch."""
+    readers = ItemRead.objects.filter(item=OuterRef("item_id")).values("item").annotate(n=Count("*")).values("n")
+    rows = (
+        embeddings_pending(model)
+        .annotate(readers=Coalesce(Subquery(readers), 0))
+        .order_by("-readers", "-item__updated_at", "item_id", "pk")
+        .values_list("pk", flat=True)
+    )
+    return list(rows)
+
+
+def embeddings_embed_chunks(chunk_ids: Iterable[int], *, provider: EmbeddingProvider | None = None) -> int:
+    """Embed those of ``chunk_ids`` that still lack a vector of the active space (one fan-out batch).
+
+    Idempotent: a batch delivered again after its worker died embeds only what the first delivery did not
+    commit, and the embedding cache answers for texts it had already embedded. Returns chunks written.
+    """
+    space, provider = _backfill_space(provider)
+    if provider is None:
+        return 0
+    pending = embeddings_pending(space.model).filter(pk__in=list(chunk_ids))
+    batch = list(pending.select_related("revision").order_by("pk"))
+    if not batch or not _embed_batch(batch, space, provider):
+        return 0
+    return len(batch)
 
 
 def english_embeddings_pending(provider: EmbeddingProvider) -> Any:

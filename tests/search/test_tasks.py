@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -303,6 +304,26 @@ def test_end_to_end_with_a_real_worker_and_the_embedded_valkey(workers: Callable
     assert JobRun.objects.filter(status=JobRun.Status.SUCCEEDED).count() == 3
 
 
+FAKE_MODEL = "text-embedding-3-large@16"
+
+
+def _slow_openai_env(fake_openai: FakeOpenAI, **extra: str) -> dict[str, str]:
+    """Workers embedding through the fake OpenAI (16 dimensions, no client retries)."""
+    return {
+        "EMBEDDING_PROVIDER": "openai",
+        "OPENAI_API_KEY": "sk-test",
+        "OPENAI_BASE_URL": fake_openai.url,
+        "OPENAI_EMBEDDING_DIMENSIONS": "16",
+        "OPENAI_MAX_RETRIES": "0",
+        "OPENAI_TIMEOUT_S": "20",
+        **extra,
+    }
+
+
+def embedded() -> int:
+    return Chunk.objects.filter(embedding_model=FAKE_MODEL).count()
+
+
 def _long_body(i: int) -> str:
     sections = []
     for s in range(14):
@@ -322,20 +343,10 @@ def test_a_worker_killed_mid_task_then_rerun_reaches_the_same_state(
         make_item(title=f"Long item {i}", body=_long_body(i))
     total = Chunk.objects.current().count()
     assert total > 2 * vector_index.EMBED_BATCH
-    model = "text-embedding-3-large@16"
     fake_openai.delay_s = 1.0
-    env = {
-        "EMBEDDING_PROVIDER": "openai",
-        "OPENAI_API_KEY": "sk-test",
-        "OPENAI_BASE_URL": fake_openai.url,
-        "OPENAI_EMBEDDING_DIMENSIONS": "16",
-        "OPENAI_MAX_RETRIES": "0",
-        "OPENAI_TIMEOUT_S": "20",
-    }
+    # one task embeds everything (the fan-out has its own test)
+    env = _slow_openai_env(fake_openai, EMBEDDING_FANOUT_MIN_CHUNKS="0")
     queue = f"kbtest-{uuid.uuid4().hex[:8]}"
-
-    def embedded() -> int:
-        return Chunk.objects.filter(embedding_model=model).count()
 
     # when the worker is killed (SIGKILL) after its first batch committed
     first = workers(queue, **env)
@@ -357,7 +368,7 @@ def test_a_worker_killed_mid_task_then_rerun_reaches_the_same_state(
     assert 0 < halfway < total
     assert dead_run.status == JobRun.Status.RUNNING
     chunks = list(Chunk.objects.current().select_related("revision"))
-    assert len(chunks) == total and all(c.embedding_model == model for c in chunks)
+    assert len(chunks) == total and all(c.embedding_model == FAKE_MODEL for c in chunks)
     for chunk in chunks:
         text = vector_index.chunk_embedding_text(chunk.revision.title, chunk.toc_path, chunk.text)
         assert list(map(float, chunk.embedding)) == pytest.approx(fake_vector(text, 16), abs=1e-6)
@@ -365,3 +376,50 @@ def test_a_worker_killed_mid_task_then_rerun_reaches_the_same_state(
     assert dead_run.status == JobRun.Status.ABANDONED
     final = JobRun.objects.exclude(pk=dead_run.pk).get(job=jobs.EMBEDDINGS_BACKFILL)
     assert final.status == JobRun.Status.SUCCEEDED and final.items_touched == total - halfway
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_backfill_fans_out_over_two_workers_and_survives_one_killed_mid_batch(
+    workers: Callable[..., Worker],
+    fake_openai: FakeOpenAI,
+) -> None:
+    # given about seven batches of chunks, and two workers embedding through a slow (fake) OpenAI
+    for i in range(30):
+        make_item(title=f"Long item {i}", body=_long_body(i))
+    total = Chunk.objects.current().count()
+    assert total > 5 * vector_index.EMBED_BATCH
+    fake_openai.delay_s = 0.4
+    # a message whose worker died goes to another worker after 5 s (production: an hour)
+    env = _slow_openai_env(fake_openai, EMBEDDING_FANOUT_MIN_CHUNKS="1", CELERY_VISIBILITY_TIMEOUT_S="5")
+    queue = f"kbtest-{uuid.uuid4().hex[:8]}"
+
+    doomed, survivor = workers(queue, **env), workers(queue, **env)
+    plan = embeddings_backfill_task.apply_async(queue=queue)
+
+    # when one worker is killed (SIGKILL) while batches are still being embedded
+    _wait(lambda: embedded() >= vector_index.EMBED_BATCH, timeout=60, what="the first batch", interval=0.05)
+    os.kill(doomed.proc.pid, signal.SIGKILL)
+    doomed.proc.wait(timeout=10)
+    halfway = embedded()
+
+    # then the other worker finishes everything, the dead worker's batch included (delivered to it again)
+    try:
+        _wait(lambda: embedded() == total, timeout=120, what="every chunk embedded")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {embedded()}/{total}; the survivor's log:\n{survivor.text()[-3000:]}") from None
+    assert 0 < halfway < total
+    log = doomed.text()
+    batches_received = len(re.findall(r"search\.embeddings_batch\[[^\]]+\] received", log))
+    batches_finished = len(re.findall(r"search\.embeddings_batch\[[^\]]+\] succeeded", log))
+    assert batches_received == batches_finished + 1, "the killed worker had a batch in hand"
+    assert f"Task search.embeddings_backfill[{plan.id}] succeeded" in doomed.text() + survivor.text()
+    assert "batches queued for the workers" in doomed.text() + survivor.text()
+    # every chunk holds exactly the vector an uninterrupted run writes
+    for chunk in Chunk.objects.current().select_related("revision"):
+        text = vector_index.chunk_embedding_text(chunk.revision.title, chunk.toc_path, chunk.text)
+        assert list(map(float, chunk.embedding)) == pytest.approx(fake_vector(text, 16), abs=1e-6)
+    # nothing embedded twice but what the killed worker had in hand (at most one batch, never committed)
+    sent = [text for path, request in fake_openai.requests if path.endswith("/embeddings") for text in request["input"]]
+    assert total <= len(sent) <= total + vector_index.EMBED_BATCH
+    assert "search.embeddings_batch" in survivor.text()

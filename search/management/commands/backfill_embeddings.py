@@ -1,13 +1,15 @@
-"""Embed chunks that have no vector of the active model (resumable; backs off while the provider fails)."""
+"""Embed chunks that have no vector of the active model (resumable; backs off while the provider fails), here or,
+with ``--fan-out``, in batches on every Celery worker while a progress bar follows them."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
-from search.services import jobs, reembed
+from search.services import fanout, jobs, reembed
 
 from ._progress import progress_bar
 
@@ -25,9 +27,25 @@ class Command(BaseCommand):
             help="consecutive provider failures before giving up (default %(default)s)",
         )
 
+        parser.add_argument(
+            "--fan-out",
+            action="store_true",
+            help="queue the work in batches for the Celery workers (most-read and newest items first) and "
+            "follow their progress; safe to interrupt (the workers go on)",
+        )
+        parser.add_argument(
+            "--stall-s",
+            type=float,
+            default=600.0,
+            help="with --fan-out: give up following when no batch finished for this long (default %(default)s)",
+        )
+
     def handle(self, *args: Any, **opts: Any) -> None:
         if opts["attempts"] < 1:
             raise CommandError("--attempts must be at least 1.")
+        if opts["fan_out"]:
+            self._fan_out(stall_s=max(1.0, opts["stall_s"]))
+            return
         try:
             total = reembed.embeddings_pending_count()
             with progress_bar(self, total=total, desc="embed") as update:
@@ -48,3 +66,34 @@ class Command(BaseCommand):
                 "An embedding backfill is running in another process; it will embed these chunks."
             )
         self.stdout.write(f"{outcome.items_touched} chunk(s) embedded (run {outcome.run_id})")
+
+    def _fan_out(self, *, stall_s: float, poll_s: float = 1.0) -> None:
+        from search.tasks import embeddings_batch_task
+
+        try:
+            start_pending = fanout.fanout_progress().pending
+            queued = fanout.fanout_start(lambda ids: embeddings_batch_task.apply_async(args=[ids]))
+        except EmbeddingModelMismatch as exc:
+            raise CommandError(exc.message) from exc
+        state = fanout.fanout_progress()
+        if not queued and not state.batches and state.pending == start_pending:
+            self.stdout.write(f"nothing to fan out: {state.summary()}")
+            return
+        self.stderr.write(("queued " + str(queued) + " batch(es); " if queued else "following the wave in flight: ")
+                          + state.summary())
+        last_change, last_pending = time.monotonic(), start_pending
+        with progress_bar(self, total=start_pending, desc="embed (workers)") as update:
+            update(max(0, start_pending - state.pending))
+            last_pending = state.pending
+            while state.pending:
+                time.sleep(poll_s)
+                state = fanout.fanout_progress()
+                if state.pending != last_pending:
+                    update(max(0, last_pending - state.pending))
+                    last_pending, last_change = state.pending, time.monotonic()
+                elif time.monotonic() - last_change > stall_s:
+                    raise CommandError(
+                        f"No batch finished for {stall_s:.0f} s ({state.summary()}). Are Celery workers running "
+                        "(`celery -A config worker`)? The batches stay queued; run this again to follow them."
+                    )
+        self.stdout.write(f"{max(0, start_pending - state.pending)} chunk(s) embedded by the workers")
