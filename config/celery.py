@@ -3,13 +3,23 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import worker_init, worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
 
 app = Celery("kb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_init.connect
+def _embedding_model_prepare(**_: object) -> None:
+    """The main worker process prepares the e5 model for ONNX Runtime (a conversion of about 10 s the first
+    time on a host) before it starts its pool: a pool process must report ready within seconds, and would be
+    killed and restarted, again and again, in the middle of a conversion."""
+    from search.engine.embeddings import embeddings_prepare
+
+    embeddings_prepare()
 
 
 @worker_process_init.connect

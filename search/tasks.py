@@ -84,6 +84,16 @@ def index_build_task(self: Any) -> str:
     return "built"
 
 
+def _english_lane_catch_up() -> None:
+    """The English lane's vectors (when it is on) of what a fan-out embedded: the build left them out."""
+    from django.conf import settings
+
+    from search.services import vector_index
+
+    if settings.SEARCH["ENGLISH_LANE"] != "off":
+        vector_index.english_embeddings_backfill()
+
+
 def _embed_backlog(*, queue: str | None = None) -> None:
     """A fan-out wave for the chunks lacking a vector, or the one-run backfill when it cannot fan out."""
     from search.services import reembed
@@ -95,8 +105,10 @@ def _embed_backlog(*, queue: str | None = None) -> None:
 def _backlog_fans_out() -> bool:
     from django.conf import settings
 
-    from search.services import reembed
+    from search.services import fanout, reembed
 
+    if fanout.fanout_in_flight():
+        return True  # its batches embed; what this build adds goes to the next wave
     threshold = settings.EMBEDDING_FANOUT_MIN_CHUNKS
     return bool(threshold) and reembed.embeddings_pending_count() >= threshold
 
@@ -210,29 +222,41 @@ def embeddings_fanout(pending: int, *, queue: str | None = None) -> str | None:
     """Queue a wave of embedding batches when ``pending`` is worth fanning out; None when it is not (few
     chunks, fan-out off, or no cache to keep the wave's state in: the caller embeds in one run)."""
     from django.conf import settings
-    from django.core.cache import cache
 
     from search.services import fanout
 
+    if fanout.fanout_in_flight():  # its last batch plans the next wave if chunks arrived meanwhile
+        return "embeddings_backfill: a fan-out is in flight"
     threshold = settings.EMBEDDING_FANOUT_MIN_CHUNKS
     if not threshold or pending < threshold:
         return None
-    queued = fanout.fanout_start(lambda ids: embeddings_batch_task.apply_async(args=[ids], queue=queue))
+    queued = fanout.fanout_start(embeddings_batch_sender(queue))
     if queued:
-        return f"embeddings_backfill: {pending} chunks in {queued} batches queued for the workers"
-    if cache.get(fanout.WAVE_KEY) is not None:
+        return f"embeddings_backfill: {pending} chunks in {queued} batches for the workers"
+    if fanout.fanout_in_flight():
         return "embeddings_backfill: a fan-out is in flight"
     return None
 
 
+def embeddings_batch_sender(queue: str | None) -> Any:
+    def send(wave_id: str, ids: list[int]) -> None:
+        embeddings_batch_task.apply_async(args=[ids, wave_id], queue=queue)
+
+    return send
+
+
 @shared_task(name="search.embeddings_batch", **EMBEDDING_TASK)
-def embeddings_batch_task(self: Any, chunk_ids: list[int]) -> str:
+def embeddings_batch_task(self: Any, chunk_ids: list[int], wave_id: str = "") -> str:
     """One batch of a fan-out (``search.services.fanout``): embeds those of ``chunk_ids`` still lacking a
     vector. Idempotent, so a batch delivered again after its worker died only finishes what was left; the
     batch that ends a wave plans the next one when chunks arrived meanwhile."""
     from search.services import fanout, reembed
 
-    embedded, wave_finished = fanout.fanout_batch([int(i) for i in chunk_ids])
+    embedded, wave_finished = fanout.fanout_batch(
+        [int(i) for i in chunk_ids], str(wave_id), enqueue=embeddings_batch_sender(_queue_of(self))
+    )
+    if wave_finished:
+        _english_lane_catch_up()
     if wave_finished and reembed.embeddings_pending_count():
         _embed_backlog(queue=_queue_of(self))
     return f"embeddings_batch: {embedded} of {len(chunk_ids)} chunks embedded"

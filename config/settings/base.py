@@ -264,6 +264,8 @@ HASH_EMBEDDING_DIMENSIONS = env.env_int("HASH_EMBEDDING_DIMENSIONS", 384, minimu
 # From this many chunks lacking a vector on, the backfill (and the index build's embedding) is fanned out
 # in batches to every Celery worker (search.services.fanout); fewer are embedded in one task. 0: never.
 EMBEDDING_FANOUT_MIN_CHUNKS = env.env_int("EMBEDDING_FANOUT_MIN_CHUNKS", 512, minimum=0)
+# Batches of a fan-out in the queue at once (each finished one queues the next): at least the workers' processes.
+EMBEDDING_FANOUT_WINDOW = env.env_int("EMBEDDING_FANOUT_WINDOW", 16, minimum=1, maximum=10_000)
 # A search waits at most this long for the query embedding, then answers lexically (degraded).
 EMBEDDING_BUDGET_S = env.env_float("EMBEDDING_BUDGET_S", 1.5, minimum=0.05, maximum=30)
 

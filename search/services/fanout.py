@@ -10,34 +10,45 @@ delivered again, ``CELERY_TASK_REJECT_ON_WORKER_LOST`` and the broker's visibili
 embeds only those of its chunks still lacking a vector (``vector_index.embeddings_embed_chunks``), with the
 embedding cache answering for texts already embedded: nothing is embedded twice, nothing is lost.
 
-The wave's state (batches queued and finished, chunks embedded, start time) lives in the cache, which makes
-the progress and the ETA (``fanout_progress``) visible to the admin and to ``backfill_embeddings
---fan-out``. One wave at a time (an atomic ``add``); a wave's key expires ``FANOUT_IDLE_S`` after its last
-finished batch, so a wave whose messages were lost (a broker wiped) is planned again by the next backfill. The
-batch that finishes a wave starts the next one when chunks arrived meanwhile.
+Only ``EMBEDDING_FANOUT_WINDOW`` batches are queued at once; each batch finished (the first time) queues the
+next planned one, so an index build or a summary queued meanwhile waits behind a few batches, not the wave.
+
+The wave's state (its id, which every batch message carries; batches planned and finished; chunks embedded;
+start time; the batches not queued yet) lives in the cache, which makes the progress and the ETA
+(``fanout_progress``) visible to the admin and to ``backfill_embeddings --fan-out``. One wave at a time (an
+atomic ``add``); its keys expire ``fanout_idle_s()`` after its last finished batch, so a wave whose messages
+were lost (a broker wiped) is planned again by the next backfill. A batch of an older wave, delivered late,
+still embeds what it can but counts for no wave. The batch that finishes a wave starts the next one when
+chunks arrived meanwhile.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
 
+from config.cache import CacheUnavailable
 from search.engine import vector
 from search.models import Chunk
 from search.services import vector_index
 
 WAVE_KEY = "embeddings:fanout:wave"
-BATCHES_DONE_KEY = "embeddings:fanout:batches_done"
-EMBEDDED_KEY = "embeddings:fanout:embedded"
+# A wave being planned holds its key this long at most (a planner killed mid-plan frees it by then).
+PLANNING_TTL_S = 600
 
 
 def fanout_idle_s() -> int:
     """How long a wave's state outlives its last finished batch: longer than a message can stay unacked."""
     return int(settings.CELERY_VISIBILITY_TIMEOUT_S) + 600
+
+
+def _keys(wave_id: str) -> tuple[str, str]:
+    return f"{WAVE_KEY}:{wave_id}:done", f"{WAVE_KEY}:{wave_id}:embedded"
 
 
 @dataclass(frozen=True)
@@ -69,62 +80,123 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def fanout_start(enqueue: Callable[[list[int]], None], *, batch_size: int = vector_index.EMBED_BATCH) -> int:
-    """Plan a wave and hand its batches to ``enqueue``; returns batches queued (0: nothing to embed, or a wave
-    is already in flight)."""
-    started = time.time()
-    if not cache.add(WAVE_KEY, {"batches": 0, "started": started}, timeout=fanout_idle_s()):
+def fanout_in_flight() -> bool:
+    return cache.get(WAVE_KEY) is not None
+
+
+def fanout_start(enqueue: Callable[[str, list[int]], None], *, batch_size: int = vector_index.EMBED_BATCH) -> int:
+    """Plan a wave and hand its batches to ``enqueue(wave_id, chunk_ids)``; returns batches queued (0: nothing
+    to embed, or a wave is already in flight). A failure while planning or queueing leaves no wave behind that
+    claims more batches than were queued."""
+    wave = {"id": uuid.uuid4().hex, "batches": 0, "started": time.time(), "planning": True}
+    if not cache.add(WAVE_KEY, wave, timeout=PLANNING_TTL_S):
         return 0
-    ids = vector_index.embeddings_pending_by_priority(vector.active_space().model)
-    batches = [ids[i : i + batch_size] for i in range(0, len(ids), batch_size)]
-    if not batches:
-        cache.delete(WAVE_KEY)
-        return 0
-    cache.set_many({BATCHES_DONE_KEY: 0, EMBEDDED_KEY: 0}, timeout=fanout_idle_s())
-    cache.set(WAVE_KEY, {"batches": len(batches), "chunks": len(ids), "started": started}, fanout_idle_s())
-    for batch in batches:
-        enqueue(batch)
+    queued = 0
+    try:
+        ids = vector_index.embeddings_pending_by_priority(vector.active_space().model)
+        batches = [ids[i : i + batch_size] for i in range(0, len(ids), batch_size)]
+        if not batches:
+            cache.delete(WAVE_KEY)
+            return 0
+        wave_id = str(wave["id"])
+        done_key, embedded_key = _keys(wave_id)
+        window = max(1, int(settings.EMBEDDING_FANOUT_WINDOW))
+        # Only a window of batches is queued at once; each finished batch queues the next one, so an index
+        # build or a summary queued meanwhile waits behind a few batches, not behind the whole wave.
+        later = {_plan_key(wave_id, i): batch for i, batch in enumerate(batches) if i >= window}
+        cache.set_many({done_key: 0, embedded_key: 0, _next_key(wave_id): min(window, len(batches)), **later},
+                       timeout=fanout_idle_s())
+        wave.update(batches=len(batches), chunks=len(ids), planning=False)
+        cache.set(WAVE_KEY, wave, timeout=fanout_idle_s())
+        for batch in batches[:window]:
+            enqueue(wave_id, batch)
+            queued += 1
+    except BaseException:
+        if queued:  # the wave is what reached the queue
+            wave["batches"] = queued
+            cache.set(WAVE_KEY, wave, timeout=fanout_idle_s())
+            _finish_if_done(wave)
+        else:
+            cache.delete(WAVE_KEY)
+        raise
     return len(batches)
+
+
+def _plan_key(wave_id: str, index: int) -> str:
+    return f"{WAVE_KEY}:{wave_id}:plan:{index}"
+
+
+def _next_key(wave_id: str) -> str:
+    return f"{WAVE_KEY}:{wave_id}:next"
 
 
 def _incr(key: str, delta: int) -> int:
     try:
         return int(cache.incr(key, delta))
-    except ValueError:  # the key expired (or the cache was down): count from here
-        cache.set(key, delta, timeout=fanout_idle_s())
-        return delta
+    except ValueError:  # the key expired: start it again, atomically
+        cache.add(key, 0, timeout=fanout_idle_s())
+        return int(cache.incr(key, delta))
 
 
-def fanout_batch(chunk_ids: list[int]) -> tuple[int, bool]:
-    """Embed one batch of a wave: (chunks written, whether this batch finished a wave that embedded something,
-    so a next wave may be worth planning)."""
+def _queue_next(wave_id: str, batches: int, enqueue: Callable[[str, list[int]], None] | None) -> None:
+    """Queue the wave's next planned batch (the window moves on by one)."""
+    if enqueue is None:
+        return
+    index = _incr(_next_key(wave_id), 1) - 1
+    if index < batches:
+        batch = cache.get(_plan_key(wave_id, index))
+        if batch:
+            enqueue(wave_id, list(batch))
+            cache.delete(_plan_key(wave_id, index))
+
+
+def _finish_if_done(wave: dict[str, object]) -> bool:
+    """End ``wave`` if all its batches are done: (True) its keys are gone and a next wave may be planned."""
+    done_key, embedded_key = _keys(str(wave["id"]))
+    if int(cache.get(done_key) or 0) < int(str(wave.get("batches") or 0)):
+        return False
+    cache.delete_many([WAVE_KEY, done_key, embedded_key])
+    return True
+
+
+def fanout_batch(
+    chunk_ids: list[int], wave_id: str = "", *, enqueue: Callable[[str, list[int]], None] | None = None
+) -> tuple[int, bool]:
+    """Embed one batch of wave ``wave_id``: (chunks written, whether this batch ended a wave that embedded
+    something, so a next wave may be worth planning). A batch of an earlier wave (delivered late) is embedded
+    all the same (its chunks may still lack vectors) but counts for no wave."""
     embedded = vector_index.embeddings_embed_chunks(chunk_ids)
     wave = cache.get(WAVE_KEY)
-    if wave is None or not chunk_ids:
+    if not chunk_ids or not wave or wave.get("id") != wave_id or wave.get("planning"):
         return embedded, False
-    total_embedded = _incr(EMBEDDED_KEY, embedded)
-    # A batch counts once, however often it is delivered (its first chunk id names it within the wave).
-    first_delivery = cache.add(f"{WAVE_KEY}:{wave.get('started')}:{chunk_ids[0]}", 1, timeout=fanout_idle_s())
-    done = _incr(BATCHES_DONE_KEY, 1) if first_delivery else int(cache.get(BATCHES_DONE_KEY) or 0)
-    if done < int(wave.get("batches") or 0):
-        cache.touch(WAVE_KEY, fanout_idle_s())
+    done_key, embedded_key = _keys(wave_id)
+    try:
+        for key in (WAVE_KEY, done_key, embedded_key):
+            cache.touch(key, fanout_idle_s())
+        total_embedded = _incr(embedded_key, embedded)
+        # A batch counts once, however often it is delivered (its first chunk id names it within the wave).
+        if cache.add(f"{WAVE_KEY}:{wave_id}:batch:{chunk_ids[0]}", 1, timeout=fanout_idle_s()):
+            _incr(done_key, 1)
+            _queue_next(wave_id, int(wave.get("batches") or 0), enqueue)
+        finished = _finish_if_done(wave)
+    except CacheUnavailable:  # the work is committed; the wave's state catches up or expires
         return embedded, False
-    cache.delete_many([WAVE_KEY, BATCHES_DONE_KEY, EMBEDDED_KEY])
-    return embedded, total_embedded > 0
+    return embedded, finished and total_embedded > 0
 
 
 def fanout_progress() -> FanoutProgress:
     current = Chunk.objects.current()
     pending = int(vector_index.embeddings_pending(vector.active_space().model).count())
     wave = cache.get(WAVE_KEY) or {}
-    embedded = int(cache.get(EMBEDDED_KEY) or 0)
+    done_key, embedded_key = _keys(str(wave.get("id")))
+    embedded = int(cache.get(embedded_key) or 0) if wave else 0
     started = wave.get("started")
     rate = embedded / (time.time() - started) if started and embedded else None
     return FanoutProgress(
         pending=pending,
         total=int(current.count()),
         batches=int(wave.get("batches") or 0),
-        batches_done=int(cache.get(BATCHES_DONE_KEY) or 0),
+        batches_done=int(cache.get(done_key) or 0) if wave else 0,
         embedded=embedded,
         started_at=started,
         chunks_per_s=round(rate, 2) if rate else None,

@@ -61,21 +61,23 @@ def _backfill_space(provider: EmbeddingProvider | None) -> tuple[EmbeddingSpace,
     return space, provider
 
 
-def _embed_batch(batch: list[Chunk], space: EmbeddingSpace, provider: EmbeddingProvider) -> bool:
-    """Embed and write one batch in one transaction; False (nothing written) when ``space`` stopped being the
-    active one (shared space lock: a flip waits for the write, or the write sees the flip)."""
+def _embed_batch(batch: list[Chunk], space: EmbeddingSpace, provider: EmbeddingProvider) -> int | None:
+    """Embed and write one batch in one transaction: the chunks written (those deleted meanwhile are not), or
+    None (nothing written) when ``space`` stopped being the active one (shared space lock: a flip waits for
+    the write, or the write sees the flip)."""
     texts = chunk_texts(batch)
     vectors = embed_documents(texts, provider=provider)
     with transaction.atomic():
         space_lock(shared=True)
         if not EmbeddingSpace.objects.filter(pk=space.pk, active=True).exists():
             logger.info("embedding backfill: %s is no longer the active space; stopping", space.model)
-            return False
+            return None
+        written = 0
         for chunk, text, vec in zip(batch, texts, vectors, strict=True):
-            Chunk.objects.filter(pk=chunk.pk).update(
+            written += Chunk.objects.filter(pk=chunk.pk).update(
                 embedding=vec, embedding_model=space.model, embedding_hash=text_hash(text)
             )
-    return True
+    return written
 
 
 def embeddings_backfill(
@@ -101,9 +103,10 @@ def embeddings_backfill(
         if not batch:
             break
         last = batch[-1].pk
-        if not _embed_batch(batch, space, provider):
+        written = _embed_batch(batch, space, provider)
+        if written is None:
             break
-        done += len(batch)
+        done += written
         if progress:
             progress(len(batch))
         if limit and done >= limit:
@@ -135,9 +138,7 @@ def embeddings_embed_chunks(chunk_ids: Iterable[int], *, provider: EmbeddingProv
         return 0
     pending = embeddings_pending(space.model).filter(pk__in=list(chunk_ids))
     batch = list(pending.select_related("revision").order_by("pk"))
-    if not batch or not _embed_batch(batch, space, provider):
-        return 0
-    return len(batch)
+    return (_embed_batch(batch, space, provider) or 0) if batch else 0
 
 
 def english_embeddings_pending(provider: EmbeddingProvider) -> Any:

@@ -397,8 +397,18 @@ def test_a_backfill_fans_out_over_two_workers_and_survives_one_killed_mid_batch(
     doomed, survivor = workers(queue, **env), workers(queue, **env)
     plan = embeddings_backfill_task.apply_async(queue=queue)
 
-    # when one worker is killed (SIGKILL) while batches are still being embedded
-    _wait(lambda: embedded() >= vector_index.EMBED_BATCH, timeout=60, what="the first batch", interval=0.05)
+    def batches_in_hand(worker: Worker) -> int:
+        log = worker.text()
+        received = len(re.findall(r"search\.embeddings_batch\[[^\]]+\] received", log))
+        return received - len(re.findall(r"search\.embeddings_batch\[[^\]]+\] succeeded", log))
+
+    # when one worker is killed (SIGKILL) in the middle of a batch, after some batches were committed
+    _wait(
+        lambda: embedded() >= vector_index.EMBED_BATCH and batches_in_hand(doomed) == 1,
+        timeout=60,
+        what="a committed batch, and the doomed worker in the middle of one",
+        interval=0.02,
+    )
     os.kill(doomed.proc.pid, signal.SIGKILL)
     doomed.proc.wait(timeout=10)
     halfway = embedded()
@@ -409,17 +419,15 @@ def test_a_backfill_fans_out_over_two_workers_and_survives_one_killed_mid_batch(
     except AssertionError as exc:
         raise AssertionError(f"{exc}: {embedded()}/{total}; the survivor's log:\n{survivor.text()[-3000:]}") from None
     assert 0 < halfway < total
-    log = doomed.text()
-    batches_received = len(re.findall(r"search\.embeddings_batch\[[^\]]+\] received", log))
-    batches_finished = len(re.findall(r"search\.embeddings_batch\[[^\]]+\] succeeded", log))
-    assert batches_received == batches_finished + 1, "the killed worker had a batch in hand"
+    assert batches_in_hand(doomed) == 1, "the killed worker had a batch in hand"
     assert f"Task search.embeddings_backfill[{plan.id}] succeeded" in doomed.text() + survivor.text()
-    assert "batches queued for the workers" in doomed.text() + survivor.text()
+    assert "batches for the workers" in doomed.text() + survivor.text()
     # every chunk holds exactly the vector an uninterrupted run writes
     for chunk in Chunk.objects.current().select_related("revision"):
         text = vector_index.chunk_embedding_text(chunk.revision.title, chunk.toc_path, chunk.text)
         assert list(map(float, chunk.embedding)) == pytest.approx(fake_vector(text, 16), abs=1e-6)
     # nothing embedded twice but what the killed worker had in hand (at most one batch, never committed)
     sent = [text for path, request in fake_openai.requests if path.endswith("/embeddings") for text in request["input"]]
-    assert total <= len(sent) <= total + vector_index.EMBED_BATCH
+    # (one more batch of slack: a batch slower than the 5 s visibility timeout would be handed out twice)
+    assert total <= len(sent) <= total + 2 * vector_index.EMBED_BATCH
     assert "search.embeddings_batch" in survivor.text()

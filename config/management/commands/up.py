@@ -50,6 +50,10 @@ class Command(BaseCommand):
         try:
             call_command("migrate", interactive=False, verbosity=0)
             call_command("collectstatic", interactive=False, verbosity=0)
+            # e5 for ONNX Runtime, converted once (about 10 s) before the web and worker processes need it
+            from search.engine.embeddings import embeddings_prepare
+
+            embeddings_prepare()
             self._first_start(opts)
             if stopping:
                 return

@@ -68,32 +68,40 @@ class Command(BaseCommand):
         self.stdout.write(f"{outcome.items_touched} chunk(s) embedded (run {outcome.run_id})")
 
     def _fan_out(self, *, stall_s: float, poll_s: float = 1.0) -> None:
-        from search.tasks import embeddings_batch_task
+        from search.tasks import embeddings_batch_sender
 
         try:
             start_pending = fanout.fanout_progress().pending
-            queued = fanout.fanout_start(lambda ids: embeddings_batch_task.apply_async(args=[ids]))
+            queued = fanout.fanout_start(embeddings_batch_sender(None))
         except EmbeddingModelMismatch as exc:
             raise CommandError(exc.message) from exc
         state = fanout.fanout_progress()
-        if not queued and not state.batches and state.pending == start_pending:
+        if not queued and not state.batches:
+            if state.pending and state.pending == start_pending:
+                raise CommandError(
+                    f"Could not plan a fan-out ({state.summary()}): the cache (Valkey) keeps its state and did "
+                    "not answer. Run this command without --fan-out to embed here."
+                )
             self.stdout.write(f"nothing to fan out: {state.summary()}")
             return
         self.stderr.write(("queued " + str(queued) + " batch(es); " if queued else "following the wave in flight: ")
                           + state.summary())
-        last_change, last_pending = time.monotonic(), start_pending
+        last_change, last_done = time.monotonic(), -1
         with progress_bar(self, total=start_pending, desc="embed (workers)") as update:
             update(max(0, start_pending - state.pending))
             last_pending = state.pending
-            while state.pending:
+            while state.batches:  # until the wave ends (chunks arriving meanwhile go to the next one)
                 time.sleep(poll_s)
                 state = fanout.fanout_progress()
-                if state.pending != last_pending:
-                    update(max(0, last_pending - state.pending))
-                    last_pending, last_change = state.pending, time.monotonic()
+                if state.pending < last_pending:
+                    update(last_pending - state.pending)
+                    last_pending = state.pending
+                if state.batches_done != last_done:
+                    last_done, last_change = state.batches_done, time.monotonic()
                 elif time.monotonic() - last_change > stall_s:
                     raise CommandError(
                         f"No batch finished for {stall_s:.0f} s ({state.summary()}). Are Celery workers running "
                         "(`celery -A config worker`)? The batches stay queued; run this again to follow them."
                     )
-        self.stdout.write(f"{max(0, start_pending - state.pending)} chunk(s) embedded by the workers")
+        left = f"; {state.pending} chunk(s) arrived meanwhile, for the next wave" if state.pending else ""
+        self.stdout.write(f"{max(0, start_pending - state.pending)} chunk(s) embedded by the workers{left}")

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 from search.embeddings import e5_onnx
 from search.engine import embeddings
@@ -74,8 +75,13 @@ def test_the_servers_vectors_join_the_local_models_space(server_settings: Any, e
 
 def test_without_prefixes_the_vectors_are_not_e5s(server_settings: Any, e5_server: FakeOpenAI) -> None:
     server_settings.OPENAI_EMBEDDING_PREFIXES = "none"
+    with pytest.raises(ImproperlyConfigured, match="needs e5's prefixes"):
+        embeddings.OpenAIEmbedder()  # e5's space cannot take vectors made without them
+    server_settings.OPENAI_EMBEDDING_SPACE = ""
+    server_settings.OPENAI_EMBEDDING_DIMENSIONS = 384
     remote = embeddings.OpenAIEmbedder()
     [vector] = remote.embed([TEXTS[0]])
+    assert remote.name == "intfloat/multilingual-e5-small@384"
     assert texts_sent(e5_server) == [TEXTS[0]]
     [prefixed] = embeddings.E5Embedder(engine="onnx").embed([TEXTS[0]])
     assert float(np.asarray(vector) @ np.asarray(prefixed)) < 0.999
@@ -85,9 +91,13 @@ def test_a_model_of_its_own_gets_a_space_of_its_own(server_settings: Any, e5_ser
     server_settings.OPENAI_EMBEDDING_SPACE = ""
     server_settings.OPENAI_EMBEDDING_DIMENSIONS = 384
     remote = embeddings.OpenAIEmbedder()
-    assert remote.name == "intfloat/multilingual-e5-small@384"
+    # "auto" knows the model needs e5's prefixes; the space's name says they were used
+    assert remote.name == "intfloat/multilingual-e5-small[e5]@384"
     assert len(remote.embed(["x"])[0]) == 384
-    assert texts_sent(e5_server) == ["passage: x"]  # "auto" still knows the model needs e5's prefixes
+    assert texts_sent(e5_server) == ["passage: x"]
+    # the space's provider, found from its name alone, embeds queries the same way
+    again = embeddings.provider_for_model("intfloat/multilingual-e5-small[e5]@384", 384)
+    assert isinstance(again, embeddings.OpenAIEmbedder) and again.query_prefix == "query: "
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.utils import timezone
 
 from search.engine import vector
@@ -21,6 +22,24 @@ def pending_ids() -> set[int]:
     return set(vector_index.embeddings_pending(vector.active_space().model).values_list("pk", flat=True))
 
 
+class Wave:
+    """What a fan-out queued: (wave id, chunk ids) per batch, in order."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, list[int]]] = []
+
+    def send(self, wave_id: str, ids: list[int]) -> None:
+        self.sent.append((wave_id, ids))
+
+    @property
+    def batches(self) -> list[list[int]]:
+        return [ids for _, ids in self.sent]
+
+    def run(self, index: int) -> tuple[int, bool]:
+        wave_id, ids = self.sent[index]
+        return fanout.fanout_batch(ids, wave_id, enqueue=self.send)
+
+
 def test_a_wave_hands_out_the_most_read_then_the_newest_items_first() -> None:
     now = timezone.now()
     older = make_item(title="Older", body="Older text.", updated_at=now - timedelta(days=10))
@@ -29,12 +48,12 @@ def test_a_wave_hands_out_the_most_read_then_the_newest_items_first() -> None:
     for name in ("ana", "bo"):
         ItemRead.objects.create(user=get_user_model().objects.create_user(name), item=read)
 
-    queued: list[list[int]] = []
-    assert fanout.fanout_start(queued.append, batch_size=1) == 3
+    wave = Wave()
+    assert fanout.fanout_start(wave.send, batch_size=1) == 3
 
-    items = [Chunk.objects.get(pk=batch[0]).item_id for batch in queued]
+    items = [Chunk.objects.get(pk=batch[0]).item_id for batch in wave.batches]
     assert items == [read.pk, newest.pk, older.pk]
-    assert fanout.fanout_start(queued.append) == 0 and len(queued) == 3  # one wave at a time
+    assert fanout.fanout_start(wave.send) == 0 and len(wave.batches) == 3  # one wave at a time
     progress = fanout.fanout_progress()
     assert (progress.batches, progress.batches_done, progress.pending, progress.total) == (3, 0, 3, 3)
 
@@ -42,37 +61,89 @@ def test_a_wave_hands_out_the_most_read_then_the_newest_items_first() -> None:
 def test_batches_embed_one_by_one_and_a_batch_delivered_twice_changes_nothing() -> None:
     for i in range(5):
         make_item(title=f"Item {i}", body=f"Text number {i}.")
-    queued: list[list[int]] = []
-    assert fanout.fanout_start(queued.append, batch_size=2) == 3
+    wave = Wave()
+    assert fanout.fanout_start(wave.send, batch_size=2) == 3
+    queued = wave.batches
 
     # the first batch: its chunks get vectors (searchable by meaning), the others are still waiting
-    assert fanout.fanout_batch(queued[0]) == (2, False)
+    assert wave.run(0) == (2, False)
     assert pending_ids() == set(queued[1]) | set(queued[2])
     vectors = dict(Chunk.objects.filter(pk__in=queued[0]).values_list("pk", "embedding_hash"))
     # delivered again (its worker died before acknowledging it): nothing is embedded or counted twice
-    assert fanout.fanout_batch(queued[0]) == (0, False)
+    assert wave.run(0) == (0, False)
     assert dict(Chunk.objects.filter(pk__in=queued[0]).values_list("pk", "embedding_hash")) == vectors
     progress = fanout.fanout_progress()
     assert (progress.batches_done, progress.embedded, progress.pending) == (1, 2, 3)
     assert progress.chunks_per_s and progress.eta_s is not None and "ETA" in progress.summary()
 
-    assert fanout.fanout_batch(queued[1]) == (2, False)
+    assert wave.run(1) == (2, False)
     # the last batch ends the wave, which embedded something: a next wave may be planned
-    assert fanout.fanout_batch(queued[2]) == (1, True)
+    assert wave.run(2) == (1, True)
     assert not pending_ids()
     assert fanout.fanout_progress().batches == 0
     # nothing left: the next wave plans nothing
-    assert fanout.fanout_start(queued.append) == 0 and len(queued) == 3
+    assert fanout.fanout_start(wave.send) == 0 and len(wave.sent) == 3
+
+
+def test_only_a_window_of_batches_is_queued_and_each_finished_one_queues_the_next(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.EMBEDDING_FANOUT_WINDOW = 2
+    for i in range(5):
+        make_item(title=f"Item {i}", body=f"Text number {i}.")
+    wave = Wave()
+    assert fanout.fanout_start(wave.send, batch_size=1) == 5
+    assert len(wave.sent) == 2  # an index build queued now waits behind two batches, not five
+    wave.run(0)
+    wave.run(0)  # a redelivery moves the window no further
+    assert len(wave.sent) == 3
+    index = 1
+    while index < len(wave.sent):
+        wave.run(index)
+        index += 1
+    assert len(wave.sent) == 5 and not pending_ids() and not fanout.fanout_in_flight()
+
+
+def test_a_late_batch_of_an_earlier_wave_counts_for_no_wave() -> None:
+    for i in range(2):
+        make_item(title=f"Item {i}", body=f"Text number {i}.")
+    first = Wave()
+    fanout.fanout_start(first.send, batch_size=1)
+    cache.delete(fanout.WAVE_KEY)  # the first wave expired (say its messages were lost)
+    second = Wave()
+    assert fanout.fanout_start(second.send, batch_size=1) == 2
+    assert first.run(0) == (1, False)  # embeds what it can, but the second wave is not advanced
+    assert fanout.fanout_progress().batches_done == 0
+    assert second.run(0) == (0, False) and second.run(1) == (1, True)
+
+
+def test_a_plan_that_fails_leaves_no_wave_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(3):
+        make_item(title=f"Item {i}", body=f"Text number {i}.")
+    sent: list[list[int]] = []
+
+    def broker_dies_after_one(wave_id: str, ids: list[int]) -> None:
+        if sent:
+            raise ConnectionError("broker gone")
+        sent.append(ids)
+
+    with pytest.raises(ConnectionError):
+        fanout.fanout_start(broker_dies_after_one, batch_size=1)
+    assert fanout.fanout_progress().batches == 1  # the wave is the one batch that reached the queue
+
+    cache.delete(fanout.WAVE_KEY)
+    monkeypatch.setattr(vector_index, "embeddings_pending_by_priority", lambda model: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        fanout.fanout_start(Wave().send)
+    assert not fanout.fanout_in_flight()  # planning failed: nothing claims to be in flight
 
 
 def test_a_batch_whose_chunks_were_replaced_embeds_only_what_still_exists() -> None:
     item = make_item(title="Changing", body="First body.")
-    queued: list[list[int]] = []
-    fanout.fanout_start(queued.append)
+    wave = Wave()
+    fanout.fanout_start(wave.send)
     from search.services import content
 
     content.item_save_revision(item=item, title="Changing", body="A second body entirely.", summary="", publish=True)
-    assert fanout.fanout_batch(queued[0])[0] == 0  # the old revision's chunks are no longer current
+    assert wave.run(0)[0] == 0  # the old revision's chunks are no longer current
     assert pending_ids()  # the new revision's chunk waits for the next wave
 
 
@@ -119,7 +190,7 @@ def test_the_backfill_task_fans_out_from_the_threshold(settings, eager_celery) -
     for i in range(3):
         make_item(title=f"Item {i}", body=f"Text number {i}.")
     settings.EMBEDDING_FANOUT_MIN_CHUNKS = 2
-    assert "3 chunks in 1 batches queued for the workers" in embeddings_backfill_task.apply().get()
+    assert "3 chunks in 1 batches for the workers" in embeddings_backfill_task.apply().get()
     assert not pending_ids()
     make_item(title="One more", body="A single new chunk.")
     assert "1 item(s) touched" in embeddings_backfill_task.apply().get()  # below the threshold: embedded here
