@@ -54,7 +54,7 @@ class Command(BaseCommand):
             from search.engine.embeddings import embeddings_prepare
 
             embeddings_prepare()
-            self._first_start(opts)
+            embed_in_worker = self._first_start(opts)
             if stopping:
                 return
             # The web workers share their Prometheus metrics through files, so /metrics counts all of them.
@@ -72,6 +72,10 @@ class Command(BaseCommand):
                 children.append(self._spawn(
                     [sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel", "warning",
                      "--schedule", str(home / "celerybeat-schedule")], child_env))
+                if embed_in_worker:
+                    from search.tasks import embeddings_backfill_task
+
+                    embeddings_backfill_task.apply_async()
             base = f"http://{env.env_str('HOST', '127.0.0.1')}:{port}"
             self.stdout.write(self.style.SUCCESS("Knowledge base is up:"))
             for label, path in (("browse", "/browse"), ("graphql", "/graphql"), ("mcp", "/mcp"), ("admin", "/admin/")):
@@ -116,7 +120,12 @@ class Command(BaseCommand):
             except (ProcessLookupError, PermissionError):
                 pass
 
-    def _first_start(self, opts: dict[str, Any]) -> None:
+    def _first_start(self, opts: dict[str, Any]) -> bool:
+        """Admin user, demo, and the build of what is not searchable yet. Returns whether chunks still lack a
+        vector for the worker to embed: with a worker, the web server starts once the words are indexed (a few
+        seconds) and the worker embeds behind it, so the knowledge base answers by words at once and by
+        meaning as soon as the worker is through (the demo: about 20 s); without one, everything is built here.
+        """
         from django.contrib.auth import get_user_model
 
         from search.engine.vector import active_space
@@ -146,13 +155,22 @@ class Command(BaseCommand):
             quality_scores_update(now=timezone.now())
         # The active space is the one searches use, even when EMBEDDING_PROVIDER names another model: that
         # one is built beside it by the worker (below), so the build keeps the active space complete.
-        pending = indexing.columns_pending().count() + embeddings_pending(active_space().model).count()
+        worker = not opts.get("no_worker")
+        vectors = embeddings_pending(active_space().model).count()
+        pending = indexing.columns_pending().count() + (0 if worker else vectors)
         if pending:
             with progress_bar(self, total=pending, desc="index") as update:
-                indexing.index_rebuild(progress=update)
+                indexing.index_rebuild(progress=update, embed=not worker)
         else:
             indexing.stats_refresh()
-        self._embedding_switch_announce(background=not opts.get("no_worker"))
+        if worker and vectors:
+            noun = "passage" if vectors == 1 else "passages"
+            self.stdout.write(
+                f"Searchable by words now; the worker embeds {vectors} {noun} for search by meaning "
+                "(progress in the admin, Embedding spaces)."
+            )
+        self._embedding_switch_announce(background=worker)
+        return worker and bool(vectors)
 
     def _embedding_switch_announce(self, *, background: bool) -> None:
         """One line when the configured embedding model is not the one searches use, and the switch queued
