@@ -60,8 +60,10 @@ def index_build_task(self: Any) -> str:
     state = IndexState.objects.filter(pk=1).first()
     if state is None or not state.dirty:
         return "clean"
+    # Re-queued builds stay on the queue this one came from (the workers that serve it).
+    queue = _queue_of(self)
     if state.dirty_since and timezone.now() - state.dirty_since < timedelta(seconds=INDEX_DEBOUNCE_S):
-        index_build_task.apply_async(countdown=INDEX_DEBOUNCE_S)
+        index_build_task.apply_async(countdown=INDEX_DEBOUNCE_S, queue=queue)
         return "debounced"
 
     fan_out: list[bool] = []
@@ -77,9 +79,9 @@ def index_build_task(self: Any) -> str:
     if not outcome.ran:
         return "busy"
     if fan_out and fan_out[0]:
-        _embed_backlog(queue=_queue_of(self))
+        _embed_backlog(queue=queue)
     if IndexState.objects.filter(pk=1, dirty=True).exists():
-        index_build_task.apply_async(countdown=INDEX_DEBOUNCE_S)
+        index_build_task.apply_async(countdown=INDEX_DEBOUNCE_S, queue=queue)
         return "built, again dirty: another build queued"
     return "built"
 

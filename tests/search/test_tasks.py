@@ -25,6 +25,7 @@ from search.engine import vector
 from search.models import Chunk, ContentItem, IndexState, JobRun, ReviewStatus
 from search.services import jobs, vector_index
 from search.tasks import (
+    INDEX_DEBOUNCE_S,
     embeddings_backfill_task,
     index_build_task,
     quality_scores_task,
@@ -170,6 +171,22 @@ def test_index_build_task_still_debounces_and_builds() -> None:
     assert IndexState.objects.get(pk=1).dirty is False
     assert index_build_task.apply().get() == "clean"
     assert JobRun.objects.get(job=jobs.INDEX_BUILD).status == JobRun.Status.SUCCEEDED
+
+
+@pytest.mark.django_db
+def test_a_debounced_build_stays_on_the_queue_it_came_from(monkeypatch) -> None:
+    # given a change made a moment ago (inside the debounce) and a build taken from the queue "team-b"
+    make_item(title="Fresh", body="New text.")
+    IndexState.objects.filter(pk=1).update(dirty=True, dirty_since=timezone.now())
+    queued: list[dict] = []
+    monkeypatch.setattr(index_build_task, "apply_async", lambda *a, **kw: queued.append(kw))
+
+    # when
+    result = index_build_task.apply(routing_key="team-b").get()
+
+    # then: the next try goes to the workers of that queue, not to the default one
+    assert result == "debounced"
+    assert queued == [{"countdown": INDEX_DEBOUNCE_S, "queue": "team-b"}]
 
 
 # --- real workers -----------------------------------------------------------------------------------
