@@ -41,7 +41,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 
-from benchmarks import bench_corpus, bench_http, scratch_db
+from benchmarks import bench_corpus, bench_http, real_query, scratch_db
 from benchmarks.bench_corpus import PREWARM_TABLES
 from benchmarks.bench_stats import load_summary, percentiles
 from search.engine import embeddings, lexical, preview, vector
@@ -59,6 +59,7 @@ PATHS = (
     "hybrid",
     "hybrid_real_embedding",
     "http_search",
+    "http_search_real_embedding",
     "http_graphql",
     "http_mcp",
     "baseline_words",
@@ -86,6 +87,8 @@ class BenchOptions:
     http: bool = True
     load_seconds: float = 60.0
     load_users: int = 16
+    # The load run again with every query embedded afresh by the default embedder (benchmarks/real_query.py).
+    real_embedding_load: bool = True
     workers: int = 2
     keep_db: bool = False
     # The mixed load once on the primary alone and once with reads on a streaming replica (bench_replica).
@@ -170,26 +173,10 @@ def path_hybrid(text: str) -> Any:
     return retrieve(query=RetrievalQuery(text=text, principal=ANONYMOUS, limit=SEARCH_LIMIT))
 
 
-class RealQueryEmbedding:
-    """The corpus's hash provider, but each query is first embedded by the default embedder too (its
-    vector is thrown away: the corpus holds hash vectors), so the time of a real query embedding is paid."""
-
-    def __init__(self, corpus_provider: Any, real: Any) -> None:
-        self.name, self.dimensions = corpus_provider.name, corpus_provider.dimensions
-        self._corpus, self._real = corpus_provider, real
-
-    def embed(self, texts: Any) -> list[list[float]]:
-        return self._corpus.embed(texts)  # type: ignore[no-any-return]
-
-    def embed_query(self, text: str) -> list[float]:
-        embeddings.embed_query(self._real, text)
-        return self._corpus.embed([text])[0]  # type: ignore[no-any-return]
-
-
 def path_hybrid_real_embedding(text: str) -> Any:
     corpus_provider = embeddings.get_provider()
     real = embeddings.provider_named(settings.DEFAULT_EMBEDDING_PROVIDER)
-    provider = RealQueryEmbedding(corpus_provider, real)
+    provider = real_query.RealQueryEmbedding(corpus_provider, real)
     # never answered from the cache (the lane embeds the parsed text)
     vector.query_embedding_forget(query_parser.parse(text).text, provider=provider)
     original = vector.get_provider  # type: ignore[attr-defined]
@@ -773,16 +760,61 @@ def _measure_http(
             pool.close()
         if with_load and opts.load_seconds > 0:
             log(f"  sustained load: {opts.load_users} users for {opts.load_seconds:.0f} s")
-            result = bench_http.load_run(
-                base_url,
-                claims=queries.claims,
-                words=queries.words,
-                users=opts.load_users,
-                seconds=opts.load_seconds,
-                seed=opts.seed,
-            )
+            result = _load_run(opts, queries, base_url)
             load = load_summary(result, users=opts.load_users, items=size)
+    if with_load and opts.load_seconds > 0 and opts.real_embedding_load:
+        measured.update(_measure_http_real_embedding(opts, queries, database_url, progress=progress, size=size,
+                                                     log=log, load=load))
     return measured, errors, load
+
+
+def _load_run(opts: BenchOptions, queries: BenchQueries, base_url: str) -> bench_http.LoadResult:
+    return bench_http.load_run(
+        base_url, claims=queries.claims, words=queries.words, users=opts.load_users, seconds=opts.load_seconds,
+        seed=opts.seed,
+    )
+
+
+def _measure_http_real_embedding(
+    opts: BenchOptions,
+    queries: BenchQueries,
+    database_url: str,
+    *,
+    progress: ProgressFactory,
+    size: int,
+    log: Callable[[str], None],
+    load: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """``http_search`` round trips and the mixed load again, on a web server whose searches each embed the
+    query afresh with the default embedder (``benchmarks/real_query.py``); the load goes in ``load`` under
+    ``real_embedding``."""
+    measured: dict[str, Any] = {}
+    extra_env = {real_query.ENV_FLAG: "1", "E5_ENGINE": settings.E5_ENGINE}
+    with bench_http.web_server(database_url=database_url, extra_env=extra_env, startup_timeout=180.0) as base_url:
+        pool = bench_http.ClientPool(base_url, block=30 + (size % 7))
+        try:
+            with progress(total=len(queries.search), desc=f"http_search_real_embedding @{size}") as update:
+                timed = bench_http.round_trips(
+                    pool,
+                    bench_http.search_request,
+                    queries.search,
+                    warmup=min(opts.warmup, len(queries.search)),
+                    budget_s=opts.path_budget_s,
+                    progress=update,
+                )
+        finally:
+            pool.close()
+        measured["http_search_real_embedding"] = {
+            **percentiles(timed.latencies_ms),
+            "n": len(timed.latencies_ms),
+            "errors": len(timed.errors),
+        }
+        log(f"  sustained load, real query embedding: {opts.load_users} users for {opts.load_seconds:.0f} s")
+        result = _load_run(opts, queries, base_url)
+    if load is not None:
+        engine = f"{settings.DEFAULT_EMBEDDING_PROVIDER} on {settings.E5_ENGINE}"
+        load["real_embedding"] = {**load_summary(result, users=opts.load_users, items=size), "engine": engine}
+    return measured
 
 
 

@@ -35,6 +35,13 @@ def summary_table(results: dict[str, Any]) -> str:
             f"load: {load['requests']} requests, {load['errors']} errors, {load['rps']} req/s, "
             f"p50 {load['p50_ms']:.1f} / p95 {load['p95_ms']:.1f} / p99 {load['p99_ms']:.1f} ms"
         )
+        real = load.get("real_embedding")
+        if real:
+            lines.append(
+                f"load, real query embedding: {real['requests']} requests, {real['errors']} errors, "
+                f"{real['rps']} req/s, p50 {real['p50_ms']:.1f} / p95 {real['p95_ms']:.1f} / "
+                f"p99 {real['p99_ms']:.1f} ms"
+            )
     for size, compared in sorted(results.get("replica", {}).items(), key=lambda kv: int(kv[0])):
         lines += [f"replica @{size}: " + line for line in replica_lines(compared)]
     return "\n".join(lines)
@@ -157,6 +164,16 @@ def _speed_line(machine: dict[str, Any]) -> list[str]:
     ]
 
 
+def _kinds_table(load: dict[str, Any]) -> list[str]:
+    """A load run's table per request kind, and its errors."""
+    lines = ["| kind | requests | p50 | p95 | p99 |", "|---|---|---|---|---|"]
+    for kind, v in load["by_kind"].items():
+        lines.append(f"| {kind} | {v['n']} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} | {v['p99_ms']:.1f} |")
+    if load.get("error_kinds"):
+        lines += ["", "Errors: " + "; ".join(f"{k} × {n}" for k, n in load["error_kinds"].items())]
+    return lines
+
+
 def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
     sizes = _sizes(results)
     m = results.get("machine", {})
@@ -265,13 +282,19 @@ def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
             f"{load['errors']} errors, {load['rps']} req/s**; all requests p50 {load['p50_ms']:.1f} / "
             f"p95 {load['p95_ms']:.1f} / p99 {load['p99_ms']:.1f} ms.",
             "",
-            "| kind | requests | p50 | p95 | p99 |",
-            "|---|---|---|---|---|",
         ]
-        for kind, v in load["by_kind"].items():
-            lines.append(f"| {kind} | {v['n']} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} | {v['p99_ms']:.1f} |")
-        if load.get("error_kinds"):
-            lines += ["", "Errors: " + "; ".join(f"{k} × {n}" for k, n in load["error_kinds"].items())]
+        lines += _kinds_table(load)
+        real = load.get("real_embedding")
+        if real:
+            lines += [
+                "",
+                f"The same load with every search embedding its query afresh with the default embedder "
+                f"(`{real.get('engine', 'e5')}`, never from the query cache; the corpus keeps its hash vectors): "
+                f"**{real['requests']} requests, {real['errors']} errors, {real['rps']} req/s**; all requests "
+                f"p50 {real['p50_ms']:.1f} / p95 {real['p95_ms']:.1f} / p99 {real['p99_ms']:.1f} ms.",
+                "",
+            ]
+            lines += _kinds_table(real)
     for size, compared in sorted(results.get("replica", {}).items(), key=lambda kv: int(kv[0])):
         lines += ["", f"### Reads on a replica ({size} items)", ""]
         if "replica" not in compared:

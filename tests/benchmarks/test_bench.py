@@ -249,6 +249,10 @@ def test_bench_command_runs_end_to_end(
     assert result["load"]["requests"] > 0
     assert result["load"]["errors"] == 0
     assert result["load"]["rps"] > 0
+    # and again with every search embedding its query for real (never from the cache)
+    assert paths["http_search_real_embedding"]["errors"] == 0
+    real = result["load"]["real_embedding"]
+    assert real["requests"] > 0 and real["errors"] == 0 and real["engine"] == "e5 on onnx"
     assert result["build"]["200"]["items"] == 200
     # the e5 engines, measured side by side in the same run on the same chunks
     embedding = result["embedding"]
@@ -262,6 +266,7 @@ def test_bench_command_runs_end_to_end(
         assert (report / name).stat().st_size > 0
     markdown = (report / "results.md").read_text()
     assert "| `hybrid` |" in markdown
+    assert "The same load with every search embedding its query afresh" in markdown
     # every plot the report shows is a file beside it
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", markdown)
     assert sorted(images) == ["baselines.png", "latency-percentiles.png", "load.png"]

@@ -54,6 +54,11 @@ class Command(BaseCommand):
             "--load-users", type=int, default=16, help="concurrent simulated users in the load run"
         )
         parser.add_argument(
+            "--no-real-embedding-load",
+            action="store_true",
+            help="skip the second load run, whose searches each embed the query afresh with the default embedder",
+        )
+        parser.add_argument(
             "--replica",
             action="store_true",
             help="run the mixed load twice, on the primary alone and with reads on a streaming replica of its "
@@ -96,6 +101,7 @@ class Command(BaseCommand):
             http=not opts["no_http"],
             load_seconds=max(0.0, opts["load_seconds"]),
             load_users=max(1, opts["load_users"]),
+            real_embedding_load=not opts["no_real_embedding_load"],
             workers=max(1, opts["workers"]),
             keep_db=opts["keep_db"],
             replica=opts["replica"],
