@@ -17,6 +17,8 @@ RATES = {
     "preview": "60/m",
     "search": "30/m",
     "mcp": "120/m",
+    # per API key, on POST /api/federation/search: a peer asks on behalf of all of its users
+    "federation": "600/m",
 }
 
 

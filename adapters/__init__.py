@@ -6,5 +6,6 @@ this project.
 
 - ``adapters.http``: the JSON error envelope, the ``SearchError`` -> HTTP status map, the 429 answer,
   and Django's CSRF check run by hand for views that must answer in JSON.
+- ``adapters.auth``: the caller of an API-key surface (``Authorization: Bearer``).
 - ``adapters.limits``: spend a request's rate-limit budget (per user when signed in, else per IP).
 """

@@ -7,8 +7,10 @@ each is left out when it does not apply.
 
 from __future__ import annotations
 
+import json
 from typing import Any, NotRequired, TypedDict
 
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
@@ -95,3 +97,26 @@ def csrf_failure_response(request: HttpRequest, *, signed_in_only: bool = False,
     if not csrf_rejected(request):
         return None
     return error_response(403, "csrf_failed", f"{CSRF_MESSAGE} {hint}".strip())
+
+
+def json_object_body(request: HttpRequest) -> dict[str, Any] | JsonResponse:
+    """The request's JSON object, or the error answer saying what to fix (415, 413 or 400)."""
+    if request.content_type != "application/json":
+        return error_response(415, "unsupported_media_type",
+                              "Send a JSON object with the header Content-Type: application/json.", field="body")
+    try:
+        data = json.loads(request.body or b"null")
+    except RequestDataTooBig:
+        return error_response(413, "too_large", "The request body is too large.", field="body")
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting too deep
+        return error_response(400, "invalid_json", "The body is not valid JSON.", field="body")
+    if not isinstance(data, dict):
+        return error_response(400, "invalid_json", "The body must be a JSON object.", field="body")
+    return data
+
+
+def filters_error_response(exc: SearchError) -> JsonResponse:
+    """A bad value in a body's ``filters`` object, named under it (``filters.domain``)."""
+    return error_response(
+        status_for(exc), exc.code, f"filters.{exc.message}", field=f"filters.{exc.field or ''}".rstrip(".")
+    )

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
-from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
@@ -20,21 +20,23 @@ from django.views.decorators.http import require_GET, require_http_methods
 from adapters.http import (
     csrf_failure_response,
     error_response,
+    filters_error_response,
+    json_object_body,
     rate_limited_response,
     search_error_response,
-    status_for,
 )
 from adapters.limits import spend
-from browse.presenters import hit_json, nearest_json, preview_json
+from browse.presenters import federated_hit_json, hit_json, nearest_json, preview_json, source_json
 from browse.schemas import PreviewRequest, SearchRequest, parse_model
 from presets import selectors as preset_selectors
 from presets import services as preset_services
 from search.engine import preview
 from search.engine.retrieve import retrieve
 from search.errors import SearchError
+from search.federation.federated import LOCAL, federated_search, sources_parse
 from search.filter_params import filters_from_params
 from search.principal import principal_for_user
-from search.types import RetrievalQuery
+from search.types import RetrievalQuery, SearchFilters
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +60,21 @@ def search_preview(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"results": results, "count": len(results)})
 
 
+def search_body(request: HttpRequest, model: type[Any]) -> tuple[Any, SearchFilters] | JsonResponse:
+    """A search body (``model``) and its filters, or the error answer naming the field to fix."""
+    data = json_object_body(request)
+    if isinstance(data, JsonResponse):
+        return data
+    try:
+        body = parse_model(model, data)
+    except SearchError as exc:
+        return search_error_response(exc)
+    try:
+        return body, filters_from_params(body.filters, strict=True)
+    except SearchError as exc:
+        return filters_error_response(exc)
+
+
 @csrf_exempt
 @require_http_methods(["POST"])
 def search_api(request: HttpRequest) -> HttpResponse:
@@ -67,30 +84,19 @@ def search_api(request: HttpRequest) -> HttpResponse:
     )
     if failure is not None:
         return failure
-    if request.content_type != "application/json":
-        return error_response(415, "unsupported_media_type",
-                              "Send a JSON object with the header Content-Type: application/json.", field="body")
+    parsed = search_body(request, SearchRequest)
+    if isinstance(parsed, JsonResponse):
+        return parsed
+    body, filters = parsed
     try:
-        data = json.loads(request.body or b"null")
-    except RequestDataTooBig:
-        return error_response(413, "too_large", "The request body is too large.", field="body")
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting too deep
-        return error_response(400, "invalid_json", "The body is not valid JSON.", field="body")
-    if not isinstance(data, dict):
-        return error_response(400, "invalid_json", "The body must be a JSON object.", field="body")
-    try:
-        body = parse_model(SearchRequest, data)
+        sources = sources_parse(body.sources)
     except SearchError as exc:
         return search_error_response(exc)
-    try:
-        filters = filters_from_params(body.filters, strict=True)
-    except SearchError as exc:
-        return error_response(
-            status_for(exc), exc.code, f"filters.{exc.message}", field=f"filters.{exc.field or ''}".rstrip(".")
-        )
     limit = spend(request, "search")
     if limit.limited:
         return rate_limited_response(limit.retry_after, "searches")
+    if sources != (LOCAL,):
+        return _federated(request, body, filters, sources)
     try:
         result = retrieve(query=RetrievalQuery(
             text=body.query, principal=principal_for_user(request.user), filters=filters, limit=body.limit,
@@ -109,6 +115,28 @@ def search_api(request: HttpRequest) -> HttpResponse:
         "threshold": body.threshold,
         # Not answers: only when nothing reached the threshold (types.NEAREST).
         "nearest": [nearest_json(h) for h in result.nearest],
+    })
+
+
+def _federated(request: HttpRequest, body: SearchRequest, filters: Any, sources: Any) -> JsonResponse:
+    """``POST /api/search`` with ``sources``: this knowledge base and its peers, merged by confidence."""
+    try:
+        result = federated_search(RetrievalQuery(
+            text=body.query, principal=principal_for_user(request.user), filters=filters, limit=body.limit,
+            cursor=body.cursor, threshold=body.threshold, surface="browse",
+        ), sources=sources)
+    except SearchError as exc:
+        return search_error_response(exc)
+    local = result.local
+    return JsonResponse({
+        "results": [federated_hit_json(h) for h in result.hits],
+        "count": result.total,
+        "sources": [source_json(s) for s in result.sources],
+        "partial_match": bool(local and local.partial_match),
+        "degraded": list(local.degraded) if local else [],
+        "next_cursor": None,
+        "suggestion": local.suggestion if local else None,
+        "threshold": body.threshold,
     })
 
 

@@ -12,6 +12,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from search.engine.preview import PreviewHit
+from search.federation.federated import FederatedHit, SourceReport
 from search.models import ContentType, ReviewStatus
 from search.principal import Principal
 from search.selectors.catalogue import CardExtras, card_extras
@@ -242,3 +243,29 @@ def preview_json(hit: PreviewHit) -> PreviewResult:
         "primary_domain": hit.primary_domain,
         "url": hit.url,
     }
+
+
+def federated_hit_json(hit: FederatedHit) -> dict[str, Any]:
+    """One result of a search across knowledge bases: local hits as ``hit_json`` says them, a peer's from its
+    plain text and offsets (the ``<mark>`` HTML built here, the text escaped), each with its sources."""
+    base = hit_json(hit.local) if hit.local is not None else {
+        "id": None,
+        "url": hit.url,
+        "title": hit.title,
+        "title_html": highlight_html(hit.title, hit.title_spans),
+        "title_spans": [[s.start, s.end] for s in hit.title_spans],
+        "passage": hit.snippet,
+        "passage_html": highlight_html(hit.snippet, hit.snippet_spans),
+        "passage_spans": [[s.start, s.end] for s in hit.snippet_spans],
+        "language": hit.language,
+        "updated_at": hit.updated_at.isoformat() if hit.updated_at else None,
+        "confidence": hit.confidence,
+        "lanes": list(hit.lanes),
+        "untrusted": True,  # a peer's text: shown as text, never as instructions
+    }
+    return {**base, "url": hit.url, "source": hit.source, "sources": list(hit.sources)}
+
+
+def source_json(report: SourceReport) -> dict[str, Any]:
+    return {"name": report.name, "status": report.status, "ms": report.ms, "count": report.count,
+            **({"detail": report.detail} if report.detail else {})}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -14,31 +14,44 @@ PREVIEW_DEFAULT_LIMIT = 8
 SEARCH_DEFAULT_LIMIT = 20
 
 
-class SearchRequest(BaseModel):
-    """Body of ``POST /api/search``."""
+def query_text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    text = validate_query_text(value, field="query")
+    if not text:
+        raise ValueError("must not be empty: type at least one character")
+    return text
+
+
+class _QueryBody(BaseModel):
+    """What ``POST /api/search`` and ``POST /api/federation/search`` share: the query, its floor, filters."""
 
     model_config = ConfigDict(extra="forbid")
+    max_limit: ClassVar[int] = MAX_LIMIT
 
     query: str = Field(description=f"1–{MAX_QUERY_CHARS} characters after trimming")
     threshold: float = Field(default=SITE_THRESHOLD, ge=0.0, le=1.0, description=THRESHOLD)
     limit: int = Field(default=SEARCH_DEFAULT_LIMIT, description=f"clamped to 1–{MAX_LIMIT}")
-    cursor: str | None = Field(default=None, max_length=500, description="next_cursor of the previous page")
     filters: dict[str, Any] = Field(default_factory=dict, description="filter parameters (search/filter_params.py)")
 
     @field_validator("query", mode="before")
     @classmethod
     def _query(cls, value: Any) -> str:
-        if not isinstance(value, str):
-            raise ValueError("must be a string")
-        text = validate_query_text(value, field="query")
-        if not text:
-            raise ValueError("must not be empty: type at least one character")
-        return text
+        return query_text(value)
 
     @field_validator("limit", mode="after")
     @classmethod
     def _clamp_limit(cls, value: int) -> int:
-        return max(1, min(value, MAX_LIMIT))
+        return max(1, min(value, cls.max_limit))
+
+
+class SearchRequest(_QueryBody):
+    """Body of ``POST /api/search``."""
+
+    cursor: str | None = Field(default=None, max_length=500, description="next_cursor of the previous page")
+    sources: Any = Field(
+        default=None, description='"all" or a list of source names ("local" and peers); default: local only'
+    )
 
 
 class PreviewRequest(BaseModel):
@@ -82,3 +95,11 @@ def parse_model(model: type[BaseModel], data: Any) -> Any:
         elif error["type"] == "extra_forbidden":
             message = f"is not a known field; send only {', '.join(model.model_fields)}"
         raise InvalidQuery(f"{field} {message}.", field=field) from None
+
+
+class FederationSearchRequest(_QueryBody):
+    """Body of ``POST /api/federation/search`` (a peer's key): ``POST /api/search`` without cursors or sources."""
+
+    max_limit: ClassVar[int] = 50
+
+    changed_since: str | None = Field(default=None, max_length=64, description="ISO 8601 time with a time zone")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from browse import api, follow_views, views
+from browse import api, federation_api, follow_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -15,5 +15,7 @@ urlpatterns = [
     path("follows/<int:follow_id>/delete", follow_views.follow_delete, name="follow-delete"),
     path("api/search/preview", api.search_preview, name="api-search-preview"),
     path("api/search", api.search_api, name="api-search"),
+    path("api/federation/search", federation_api.federation_search, name="api-federation-search"),
+    path("api/federation/info", federation_api.federation_info_view, name="api-federation-info"),
     path("api/recent-searches", api.recent_searches, name="api-recent-searches"),
 ]

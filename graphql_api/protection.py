@@ -32,6 +32,7 @@ MAX_DEPTH = 8
 MAX_ALIASES = 20
 # Root fields that run the engine's ranked search.
 SEARCH_FIELD = "search"
+FEDERATED_SEARCH_FIELD = "federatedSearch"
 NOTE_PATHS_FIELD = "notePaths"
 
 
@@ -120,7 +121,7 @@ def search_cost(
     cost = 0
     for field in _fields(operation.selection_set, fragments):
         name = field.name.value
-        if name == SEARCH_FIELD:
+        if name in (SEARCH_FIELD, FEDERATED_SEARCH_FIELD):
             cost += 1
         elif name == NOTE_PATHS_FIELD:
             cost += 1 if _note_paths_searches(query_type.fields[name], field, coerced) else 0

@@ -18,6 +18,7 @@ from graphql_api.types import ResultNode, enum_value
 from search.engine.retrieve import retrieve
 from search.engine.scope import corpus_for
 from search.errors import InvalidQuery, NotFound, SearchError
+from search.federation.federated import ALL, FederatedResult, federated_search, sources_parse
 from search.filters import LIST_FILTERS, InvalidFilter
 from search.selectors.closed import closed_hits
 from search.selectors.items import ItemPage, item_get, items_list
@@ -90,6 +91,24 @@ def resolve_search(info: Any, data: Any) -> ResultNode:
     except SearchError as exc:
         raise _raise(exc) from None
     return ResultNode(result, corpus_for(principal, corpus), closed)
+
+
+def resolve_federated_search(info: Any, data: Any) -> FederatedResult:
+    """The ``federatedSearch`` field: one call to ``federated_search`` (its rate-limit cost paid before)."""
+    threshold = data.get("threshold")
+    try:
+        sources = data.get("sources")
+        query = RetrievalQuery(
+            text=validate_query_text(data.get("query") or "", field="query"),
+            principal=get_principal(info.context),
+            filters=filters_from_input(data.get("filter")),
+            limit=data.get("limit") if data.get("limit") is not None else 20,
+            threshold=SITE_THRESHOLD if threshold is None else threshold,
+            surface="graphql",
+        )
+        return federated_search(query, sources=sources_parse(ALL if sources == [ALL] else sources))
+    except SearchError as exc:
+        raise _raise(exc) from None
 
 
 def resolve_note_paths(info: Any, data: Any) -> list[str]:

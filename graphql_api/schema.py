@@ -16,6 +16,8 @@ from graphql_api.mutations.presets import PresetCreate, PresetDelete, PresetRena
 from graphql_api.mutations.recent_searches import RecentSearchAdd, RecentSearchesClear
 from graphql_api.types import (
     CorpusEnum,
+    FederatedSearchInput,
+    FederatedSearchResult,
     Follow,
     FollowDigest,
     Item,
@@ -38,6 +40,15 @@ class Query(graphene.ObjectType):
             "Ranked search (hybrid lexical + vector) through the one engine every surface uses. "
             f"Each `search` field spends one unit of the caller's search rate limit ({RATES['search']}, "
             "shared with POST /api/search)."
+        ),
+    )
+    federated_search = graphene.Field(
+        FederatedSearchResult,
+        required=True,
+        input=FederatedSearchInput(required=True),
+        description=(
+            "One search across this knowledge base and the peers you may see (docs/federation.md), merged by "
+            "confidence; `sources` says how each answered. Spends one search unit, like `search`."
         ),
     )
     note_paths = graphene.List(
@@ -85,6 +96,10 @@ class Query(graphene.ObjectType):
     @staticmethod
     def resolve_search(root: Any, info: Any, input: Any) -> Any:
         return resolvers.resolve_search(info, input)
+
+    @staticmethod
+    def resolve_federated_search(root: Any, info: Any, input: Any) -> Any:
+        return resolvers.resolve_federated_search(info, input)
 
     @staticmethod
     def resolve_note_paths(root: Any, info: Any, filter: Any = None) -> list[str]:

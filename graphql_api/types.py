@@ -561,3 +561,95 @@ class FollowDigest(graphene.ObjectType):
 
     available = graphene.Boolean(required=True, description="Whether this server sends digests (FOLLOWS_DIGEST).")
     enabled = graphene.Boolean(required=True, description="Whether you asked for them (false for anonymous callers).")
+
+
+# --- federatedSearch (docs/federation.md) ---
+
+
+class FederatedSearchInput(graphene.InputObjectType):
+    query = graphene.String(required=True, description="What to look for (at most 2000 characters).")
+    sources = graphene.List(
+        graphene.NonNull(graphene.String),
+        description='Knowledge bases to search: "local" (this one) and peer names; ["all"] for every peer you '
+        "may see. Default: local only.",
+    )
+    limit = graphene.Int(default_value=20, description="Hits, 1–100 (no cursor: ask for more instead).")
+    threshold = graphene.Float(description=f"{THRESHOLD} Default {SITE_THRESHOLD}. Applies to every source.")
+    filter = graphene.Field(SearchFilterInput)
+
+
+class SourceStatusEnum(graphene.Enum):
+    OK = "ok"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+    REFUSED = "refused"
+
+
+class SourceReport(graphene.ObjectType):
+    name = graphene.String(required=True, description='"local" or the peer\'s name.')
+    status = graphene.Field(SourceStatusEnum, required=True)
+    ms = graphene.Int(required=True, description="How long it took (a timeout: the peer's timeout).")
+    count = graphene.Int(required=True, description="How many hits it found.")
+    detail = graphene.String(required=True, description="Why it failed, or what it is; empty when ok.")
+
+
+class FederatedHit(graphene.ObjectType):
+    source = graphene.String(required=True, description="Where this copy comes from (the most confident).")
+    sources = graphene.List(
+        graphene.NonNull(graphene.String), required=True, description="Every knowledge base that returned it."
+    )
+    item = graphene.Field(Item, description="The item here, for a local hit; null for a peer's.")
+    url = graphene.String(required=True, description="Absolute URL of the page.")
+    title = graphene.String(required=True, description="Plain text (a peer's: untrusted).")
+    highlighted_title = graphene.String(
+        required=True, description="HTML built here: the title escaped, matched words in <mark> (no other tags)."
+    )
+    highlighted_content = graphene.String(
+        required=True, description="HTML built here: the passage escaped, matched words in <mark>."
+    )
+    passage = graphene.String(required=True, description="The plain passage text.")
+    confidence = graphene.Float(required=True, description=CONFIDENCE)
+    lanes = graphene.List(graphene.NonNull(graphene.String), required=True)
+    language = graphene.String(required=True)
+    updated_at = graphene.DateTime()
+    untrusted = graphene.Boolean(required=True, description="Text from a peer knowledge base: show it as text.")
+
+    @staticmethod
+    def resolve_item(root: Any, info: Any) -> ContentItem | None:
+        if root.local is None:
+            return None
+        return ContentItemByIdLoader(info.context, "live").load(root.local.item_id)  # type: ignore[arg-type]
+
+    @staticmethod
+    def resolve_highlighted_title(root: Any, info: Any) -> str:
+        return highlight_html(root.title, root.title_spans)
+
+    @staticmethod
+    def resolve_highlighted_content(root: Any, info: Any) -> str:
+        return highlight_html(root.snippet, root.snippet_spans)
+
+    @staticmethod
+    def resolve_passage(root: Any, info: Any) -> str:
+        return str(root.snippet)
+
+    @staticmethod
+    def resolve_untrusted(root: Any, info: Any) -> bool:
+        return root.local is None
+
+
+class FederatedSearchResult(graphene.ObjectType):
+    total_count = graphene.Int(required=True, description="Merged hits that reached the threshold.")
+    sources = graphene.List(graphene.NonNull(SourceReport), required=True)
+    hits = graphene.List(graphene.NonNull(FederatedHit), required=True)
+
+    @staticmethod
+    def resolve_total_count(root: Any, info: Any) -> int:
+        return int(root.total)
+
+    @staticmethod
+    def resolve_sources(root: Any, info: Any) -> list[Any]:
+        return list(root.sources)
+
+    @staticmethod
+    def resolve_hits(root: Any, info: Any) -> list[Any]:
+        return list(root.hits)

@@ -10,23 +10,15 @@ Browsers are only allowed from ``settings.MCP_ALLOWED_ORIGINS`` (DNS-rebinding p
 
 from __future__ import annotations
 
-import re
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.http import HttpRequest
 
-from accounts.api_keys import ApiKeyInvalid, api_key_authenticate
-from search.principal import ANONYMOUS, Principal
+from adapters.auth import AuthenticationFailed, bearer_principal
+from search.principal import Principal
 
-_BEARER_RE = re.compile(r"^Bearer[ \t]+(\S+)[ \t]*$", re.IGNORECASE)
-
-
-class AuthenticationFailed(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
+__all__ = ["AuthenticationFailed", "origin_allowed", "request_principal"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -67,16 +59,4 @@ def origin_allowed(origin: str | None, allowed: list[str] | None = None) -> bool
 
 def request_principal(request: HttpRequest) -> Principal:
     """The principal of an /mcp request; ``AuthenticationFailed`` (→ 401) for a credential we refuse."""
-    header = request.headers.get("Authorization")
-    if header is None:
-        return ANONYMOUS
-    match = _BEARER_RE.match(header)
-    if not match:
-        raise AuthenticationFailed(
-            "Authorization must be 'Bearer <API key>'. Leave the header out to search public content "
-            "anonymously."
-        )
-    try:
-        return api_key_authenticate(raw=match.group(1))
-    except ApiKeyInvalid as exc:
-        raise AuthenticationFailed(exc.message) from None
+    return bearer_principal(request)

@@ -127,6 +127,12 @@ class FindArgs(ToolArgs):
         description=f"{THRESHOLD} Default {MCP_THRESHOLD}. When nothing reaches it, find says so and lists the "
         "nearest items separately (not as results).",
     )
+    sources: Literal["all"] | Annotated[list[Annotated[str, StringConstraints(max_length=50)]], Field(
+        min_length=1, max_length=20)] | None = Field(
+        None,
+        description='Also search peer knowledge bases: "all", or names such as ["local", "emea"] (default: this '
+        "knowledge base only). Results merge by confidence; each says its source. No cursor, no similar_to then.",
+    )
 
     @model_validator(mode="after")
     def _query_or_similar(self) -> FindArgs:
@@ -198,10 +204,11 @@ class MatchOffset(BaseModel):
 
 
 class FindHit(BaseModel):
-    match_id: str = Field(
-        description="'c<chunk id>' for a passage, 'i<item id>' for an item; pass it to read."
+    match_id: str | None = Field(
+        description="'c<chunk id>' for a passage, 'i<item id>' for an item; pass it to read. Null for a peer "
+        "knowledge base's result (open its url)."
     )
-    item_id: int
+    item_id: int | None = Field(description="The item's id here; null for a peer knowledge base's result.")
     title: str
     url: str
     toc_path: str = Field(description="Heading path of the matched passage inside the item ('A > B').")
@@ -215,8 +222,20 @@ class FindHit(BaseModel):
     score: float = Field(description="Ranking score of this search (orders the results; not comparable across "
                          "searches). Use confidence to judge a result.")
     confidence: float = Field(description=CONFIDENCE)
-    updated_at: str
+    updated_at: str | None
     review_status: str
+    source: str = Field(default="local", description="The knowledge base this result comes from ('local': this one).")
+    sources: list[str] = Field(
+        default_factory=list, description="With sources: every knowledge base that returned this same page."
+    )
+
+
+class SourceReport(BaseModel):
+    name: str
+    status: Literal["ok", "timeout", "error", "refused"]
+    ms: int
+    count: int
+    detail: str = ""
 
 
 class NearestItem(BaseModel):
@@ -246,6 +265,10 @@ class FindResult(BaseModel):
     )
     threshold: float = Field(MCP_THRESHOLD, description=THRESHOLD)
     nearest: list[NearestItem] = Field(default_factory=list, description=NEAREST)
+    sources: list[SourceReport] = Field(
+        default_factory=list,
+        description="With sources: each knowledge base asked, and whether it answered (ok, timeout, error, refused).",
+    )
 
 
 class TocItem(BaseModel):

@@ -36,6 +36,7 @@ from mcp_api.schemas import (
     QualityResult,
     ReadArgs,
     ReadResult,
+    SourceReport,
     TocItem,
     ToolArgs,
 )
@@ -44,6 +45,7 @@ from search.engine.cursors import cursor_decode, cursor_encode
 from search.engine.retrieve import retrieve
 from search.engine.scope import corpus_for
 from search.errors import InvalidQuery, NotFound, PermissionDenied
+from search.federation.federated import LOCAL, FederatedResult, federated_search, sources_parse
 from search.filters import InvalidFilter
 from search.principal import Principal
 from search.selectors.items import item_get
@@ -247,19 +249,30 @@ def find_markdown(args: FindArgs, found: FindResult) -> str:
         return "\n\n".join(head)
     head.append(render.UNTRUSTED_NOTE)
     blocks = []
+    if found.sources:
+        head.append("Knowledge bases asked: " + "; ".join(
+            f"{s.name} {s.status}" + (f" ({s.count} found)" if s.status == "ok" else f" ({render.one_line(s.detail)})")
+            for s in found.sources
+        ))
     for rank, hit in enumerate(found.results, start=1):
-        meta = [f"match_id: {hit.match_id}", f"item_id: {hit.item_id}", f"url: {hit.url}"]
+        if hit.item_id is None:  # a peer's result: nothing to read here, its url is where it lives
+            meta = [f"source: {render.one_line(hit.source)}", f"url: {render.one_line(hit.url)}"]
+        else:
+            meta = [f"match_id: {hit.match_id}", f"item_id: {hit.item_id}", f"url: {hit.url}"]
+            if hit.sources and hit.sources != ["local"]:
+                meta.append(f"also in: {render.one_line(', '.join(s for s in hit.sources if s != 'local'))}")
         if hit.toc_path:
             meta.append(f"section: {render.one_line(hit.toc_path)}")
         meta += [
-            f"updated: {hit.updated_at[:10]}",
-            f"review: {hit.review_status}",
+            f"updated: {(hit.updated_at or '')[:10] or 'unknown'}",
+            f"review: {hit.review_status or 'unknown'}",
             f"confidence: {hit.confidence:.2f}",
             f"lanes: {lanes_text(hit.lanes, hit.lane_ranks)}",
         ]
         if hit.missing_words:
             meta.append(f"missing: {render.one_line(', '.join(hit.missing_words))}")
-        block = render.document_block(hit.snippet, match_id=hit.match_id, item_id=hit.item_id)
+        block = render.document_block(hit.snippet, match_id=hit.match_id, item_id=hit.item_id,
+                                      source=None if hit.source == "local" else render.one_line(hit.source))
         blocks.append(f"### {rank}. {render.one_line(hit.title)}\n{' · '.join(meta)}\n{block}")
     tail = []
     if found.next_cursor:
@@ -287,9 +300,47 @@ def find_markdown(args: FindArgs, found: FindResult) -> str:
 
 def find_tool(args: FindArgs, principal: Principal) -> ToolOutput:
     query = find_query(args, principal)
-    result = retrieve(query=query)
-    found = find_result(query, result)
+    sources = sources_parse(args.sources)
+    if sources != (LOCAL,):
+        if args.similar_to is not None:
+            raise InvalidQuery("similar_to searches this knowledge base only: leave sources out.", field="sources")
+        found = federated_find_result(query, federated_search(query, sources=sources))
+    else:
+        found = find_result(query, retrieve(query=query))
     return ToolOutput(find_markdown(args, found), found)
+
+
+def federated_find_result(query: RetrievalQuery, result: FederatedResult) -> FindResult:
+    """``find`` across knowledge bases: local hits as ``find_hit`` says them, a peer's from its plain text."""
+    hits = []
+    for hit in result.hits:
+        if hit.local is not None:
+            found = find_hit(hit.local, query.granularity)
+        else:
+            snippet, offsets = render.clean_with_spans(hit.snippet, ((s.start, s.end) for s in hit.snippet_spans))
+            found = FindHit(
+                match_id=None, item_id=None, title=render.clean_text(hit.title), url=hit.url, toc_path="",
+                snippet=snippet, match_offsets=[MatchOffset(start=s, end=e) for s, e in offsets],
+                lanes=list(hit.lanes), score=hit.confidence, confidence=hit.confidence,
+                updated_at=hit.updated_at.isoformat() if hit.updated_at else None, review_status="",
+            )
+        hits.append(found.model_copy(update={"url": hit.url, "source": hit.source, "sources": list(hit.sources)}))
+    local = result.local
+    return FindResult(
+        query=query.text or None,
+        count=result.total,
+        results=hits,
+        content_item_id=query.filters.content_item_id,
+        overdue_review_filter=query.filters.overdue_review,
+        review_due_within_days_filter=query.filters.review_due_within_days,
+        partial_match=bool(local and local.partial_match),
+        degraded=list(local.degraded) if local else [],
+        next_cursor=None,
+        suggestion=local.suggestion if local else None,
+        threshold=query.threshold,
+        sources=[SourceReport(name=s.name, status=s.status, ms=s.ms, count=s.count, detail=s.detail)
+                 for s in result.sources],
+    )
 
 
 # --- read ---

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django import forms
 from django.contrib import admin, messages
@@ -11,11 +12,14 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
 
+from search.errors import SearchError
+from search.federation import peers
 from search.models import (
     Chunk,
     Citation,
     ContentItem,
     EmbeddingSpace,
+    FederationPeer,
     IndexState,
     JobRun,
     Revision,
@@ -321,3 +325,75 @@ class JobRunAdmin(admin.ModelAdmin):
 
 admin.site.register(SystemFlag)
 admin.site.site_header = "Knowledge base administration"
+
+
+class FederationPeerForm(forms.ModelForm):
+    """A peer's settings; its API key is write-only (stored encrypted, never shown again)."""
+
+    base_url = forms.URLField(max_length=300, assume_scheme="https", help_text="the peer's address")
+    api_key = forms.CharField(
+        widget=forms.PasswordInput(render_value=False),
+        required=False,
+        help_text="The key the peer issued us (manage.py api_key create on the peer). Leave empty to keep the "
+        "stored one.",
+    )
+
+    class Meta:
+        model = FederationPeer
+        fields = ["name", "base_url", "api_key", "timeout_ms", "groups", "public", "enabled"]
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"]
+        try:
+            return peers.name_clean(name)
+        except SearchError as exc:
+            raise forms.ValidationError(exc.message) from exc
+
+    def clean_base_url(self) -> str:
+        try:
+            return peers.base_url_clean(self.cleaned_data["base_url"])
+        except SearchError as exc:
+            raise forms.ValidationError(exc.message) from exc
+
+    def clean_timeout_ms(self) -> int:
+        try:
+            return peers.timeout_clean(self.cleaned_data["timeout_ms"])
+        except SearchError as exc:
+            raise forms.ValidationError(exc.message) from exc
+
+    def clean_api_key(self) -> str:
+        raw = self.cleaned_data.get("api_key", "").strip()
+        if not raw and not self.instance.pk:
+            raise forms.ValidationError("A new peer needs the key it issued us.")
+        if raw:
+            try:
+                peers.peer_key_set(peer=self.instance, api_key=raw)
+            except SearchError as exc:
+                raise forms.ValidationError(exc.message) from exc
+        return ""  # never kept in the form's data
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        new_url = data.get("base_url")
+        moved = self.instance.pk and new_url and urlsplit(new_url).hostname != urlsplit(self.instance.base_url).hostname
+        if moved and not self.data.get("api_key"):
+            self.add_error("api_key", "The peer moved to another host: give its key again, so ours is never sent to "
+                                      "an address it was not issued for.")
+        return data
+
+
+@admin.register(FederationPeer)
+class FederationPeerAdmin(admin.ModelAdmin):
+    form = FederationPeerForm
+    list_display = ["name", "base_url", "api_key_prefix", "timeout_ms", "public", "enabled", "check_status",
+                    "checked_at"]
+    readonly_fields = ["api_key_prefix", "check_status", "check_detail", "checked_at", "created_at"]
+    filter_horizontal = ["groups"]
+    actions = ["check_peers"]
+
+    @admin.action(description="Check: ask the selected peers who they are, with our key")
+    def check_peers(self, request: HttpRequest, queryset: QuerySet[FederationPeer]) -> None:
+        for peer in queryset:
+            status, ms, detail = peers.peer_check(peer=peer)
+            level = messages.SUCCESS if status == "ok" else messages.WARNING
+            self.message_user(request, f"{peer.name}: {status} in {ms} ms — {detail}", level)

@@ -363,3 +363,39 @@ class Synonym(models.Model):
         self.language = (self.language or "").strip().lower()
         super().save(*args, **kwargs)
         # The engine caches synonym sets: search.signals drops the cache on every save and delete.
+
+
+class FederationPeer(models.Model):
+    """Another instance of this product whose search a federated search also asks (docs/federation.md).
+
+    ``api_key_encrypted`` is a key the peer issued (its scope on the peer decides what the peer returns),
+    encrypted at rest with ``FEDERATION_SECRET_KEY`` (it must be sent, so it cannot be hashed); it is never
+    shown again. ``groups`` limits which of our signed-in users see the peer's results (none: every signed-in
+    user); staff always see them, anonymous visitors only when ``public``.
+    """
+
+    class CheckStatus(models.TextChoices):
+        UNCHECKED = "unchecked"
+        OK = "ok"
+        TIMEOUT = "timeout"
+        ERROR = "error"
+        REFUSED = "refused"
+
+    name = models.SlugField(max_length=50, unique=True, help_text="how results and `sources` name this peer")
+    base_url = models.URLField(max_length=300, help_text="the peer's address, e.g. https://kb.emea.example.org")
+    api_key_encrypted = models.TextField(editable=False)
+    api_key_prefix = models.CharField(max_length=16, editable=False, help_text="the key's public part")
+    timeout_ms = models.PositiveIntegerField(default=800)
+    groups = models.ManyToManyField(Group, blank=True, help_text="our users who may see its results (none: all)")
+    public = models.BooleanField(default=False, help_text="anonymous visitors see its results too")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    checked_at = models.DateTimeField(null=True, blank=True)
+    check_status = models.CharField(max_length=12, choices=CheckStatus.choices, default=CheckStatus.UNCHECKED)
+    check_detail = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.base_url})"

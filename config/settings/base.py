@@ -364,3 +364,15 @@ EMAIL_HOST_PASSWORD = env.env_str("EMAIL_HOST_PASSWORD")
 EMAIL_USE_TLS = env.env_bool("EMAIL_USE_TLS", False)
 EMAIL_TIMEOUT = env.env_int("EMAIL_TIMEOUT", 10, minimum=1, maximum=300)
 DEFAULT_FROM_EMAIL = env.env_str("DEFAULT_FROM_EMAIL", "kb-search@localhost")
+
+# --- Federation (search/federation; docs/federation.md) ---
+# How this instance names itself in a peer's federated answers (`sources`, badges).
+FEDERATION_INSTANCE_NAME = env.env_str("FEDERATION_INSTANCE_NAME", "local")
+# Encrypts the API keys peers issued us (stored, since they must be sent). Default: derived from SECRET_KEY,
+# so set SECRET_KEY (or this) in production; after changing it, add each peer's key again.
+FEDERATION_SECRET_KEY = env.env_str("FEDERATION_SECRET_KEY")
+# A peer's answer larger than this is refused (untrusted input), as are more hits than that.
+FEDERATION_MAX_ANSWER_BYTES = env.env_int("FEDERATION_MAX_ANSWER_BYTES", 512 * 1024, minimum=4096)
+FEDERATION_MAX_TIMEOUT_MS = 10_000
+# Peers at plain http:// addresses other than this machine's (the key would travel unencrypted).
+FEDERATION_ALLOW_HTTP = env.env_bool("FEDERATION_ALLOW_HTTP", False)

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 from mcp.types import CallToolResult
 
+from search.federation import peers
 from tests.mcp_api.client import mcp_call, mcp_calls, mcp_find_ids, mcp_session, run
 from tests.mcp_api.conftest import Corpus
+from tests.support import fake_peer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,6 +28,7 @@ FIND_RESULT_KEYS = {
     "suggestion",
     "threshold",
     "nearest",
+    "sources",
 }
 HIT_KEYS = {
     "match_id",
@@ -42,6 +45,8 @@ HIT_KEYS = {
     "confidence",
     "updated_at",
     "review_status",
+    "source",
+    "sources",
 }
 
 
@@ -478,3 +483,33 @@ def test_find_rejects_a_threshold_outside_0_to_1(mcp_base_url: str, corpus: Corp
     result = mcp_call(mcp_base_url, "find", {"query": "pricing", "threshold": 1.5})
     assert result.isError
     assert "threshold" in text_of(result)
+
+
+def test_find_with_sources_merges_a_peer_and_reports_a_broken_one(mcp_base_url: str, corpus: Corpus) -> None:
+    # given two public peers: one answers a hit (its title laden with HTML), one answers HTTP 500
+    with fake_peer.serving() as server:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        peers.peer_add(name="friendly", base_url=f"{base}/ok", api_key="kb_00000001_" + "k" * 43, public=True)
+        peers.peer_add(name="broken", base_url=f"{base}/fail", api_key="kb_00000002_" + "k" * 43, public=True)
+        # when an anonymous agent searches everything, and then only here
+        result = mcp_call(mcp_base_url, "find", {"query": "pricing", "sources": "all", "threshold": 0})
+        local_only = ok(mcp_call(mcp_base_url, "find", {"query": "pricing"}))
+    # then the peer's hit is merged by confidence and says where it comes from; the broken peer is reported
+    data = ok(result)
+    assert {s["name"]: s["status"] for s in data["sources"]} == {"local": "ok", "friendly": "ok", "broken": "error"}
+    first = data["results"][0]
+    assert (first["source"], first["item_id"], first["match_id"]) == ("friendly", None, None)
+    assert first["url"] == "https://evil.example/p" and first["confidence"] == 0.99
+    assert any(hit["source"] == "local" and hit["item_id"] for hit in data["results"])
+    text = text_of(result)
+    assert "Knowledge bases asked: local ok" in text and "broken error" in text
+    assert '<document source="friendly">' in text and "untrusted" in text
+    # and without sources nothing but this knowledge base is asked
+    assert local_only["sources"] == [] and all(hit["source"] == "local" for hit in local_only["results"])
+
+
+def test_find_with_sources_refuses_an_unknown_peer_and_a_cursor(mcp_base_url: str, corpus: Corpus) -> None:
+    unknown = mcp_call(mcp_base_url, "find", {"query": "pricing", "sources": ["local", "nowhere"]})
+    assert unknown.isError and "Unknown source 'nowhere'" in text_of(unknown)
+    paged = mcp_call(mcp_base_url, "find", {"query": "pricing", "sources": "all", "cursor": "abc"})
+    assert paged.isError and "cursor" in text_of(paged)

@@ -14,6 +14,7 @@ from django.db import DatabaseError
 from search.engine.retrieve import retrieve
 from search.engine.vector import lane_warm
 from search.errors import SearchError
+from search.federation.federated import LOCAL, FederatedResult, federated_search, sources_parse
 from search.principal import Principal
 from search.text.query_parser import validate_query_text
 from search.types import CLI_THRESHOLD, MAX_LIMIT, RetrievalQuery, SearchFilters
@@ -38,6 +39,8 @@ class Command(BaseCommand):
         parser.add_argument("--corpus", choices=["live", "latest"], default="latest")
         parser.add_argument("--granularity", choices=["item", "chunk"], default="item")
         parser.add_argument("--mode", choices=["hybrid", "lexical", "vector"], default="hybrid")
+        parser.add_argument("--sources", default=None,
+                            help="also search peer knowledge bases: 'all' or names, e.g. local,emea (default: local)")
         parser.add_argument("--env", choices=["dev", "prod"], default=None,
                             help="prod: refuse unless the configured database is the production one")
 
@@ -51,7 +54,8 @@ class Command(BaseCommand):
             text = validate_query_text(opts["query"], field="query")
             if opts["mode"] != "lexical":
                 lane_warm()  # the model loads before the search's embedding budget starts
-            result = retrieve(query=RetrievalQuery(
+            sources = sources_parse(opts["sources"])
+            query = RetrievalQuery(
                 text=text,
                 principal=OPERATOR,
                 corpus=opts["corpus"],
@@ -62,14 +66,42 @@ class Command(BaseCommand):
                 limit=opts["limit"],
                 threshold=opts["threshold"],
                 surface="cli",
-            ))
+            )
+            if sources != (LOCAL,):
+                federated = federated_search(query, sources=sources)
+            else:
+                result = retrieve(query=query)
         except (SearchError, DatabaseError, ValueError) as exc:
             message = getattr(exc, "message", None) or str(exc).strip().splitlines()[0]
             raise CommandError(f"Search failed: {message}") from None
-        if opts["json"]:
+        if sources != (LOCAL,):
+            self._federated(text, federated, as_json=opts["json"])
+        elif opts["json"]:
             self.stdout.write(json.dumps(payload(text, result, full=opts["full"]), ensure_ascii=False))
         else:
             self._table(text, result, full=opts["full"], threshold=opts["threshold"])
+
+    def _federated(self, text: str, result: FederatedResult, *, as_json: bool) -> None:
+        if as_json:
+            self.stdout.write(json.dumps({
+                "query": text,
+                "count": result.total,
+                "sources": [{"name": s.name, "status": s.status, "ms": s.ms, "count": s.count, "detail": s.detail}
+                            for s in result.sources],
+                "results": [{"title": h.title, "url": h.url, "source": h.source, "sources": list(h.sources),
+                             "confidence": h.confidence, "lanes": list(h.lanes), "snippet": h.snippet}
+                            for h in result.hits],
+            }, ensure_ascii=False))
+            return
+        self.stdout.write(f"{result.total} result(s) for {text!r} across "
+                          + ", ".join(f"{s.name} ({s.status}, {s.ms} ms)" for s in result.sources))
+        for report in result.sources:
+            if report.detail:
+                self.stdout.write(f"  {report.name}: {report.detail}")
+        for hit in result.hits:
+            snippet = " ".join(hit.snippet.split())[:80]
+            where = ", ".join(hit.sources)
+            self.stdout.write(f"{hit.confidence:.2f}  [{where}]  {hit.title[:60]}  {hit.url}  {snippet}")
 
     def _check_env(self, env: str | None) -> None:
         if env != "prod":

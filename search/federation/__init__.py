@@ -1,0 +1,3 @@
+"""Federated search (docs/federation.md): peers (``peers``), the answer this instance gives a peer's key
+(``answer``), asking a peer as untrusted input (``client``, ``protocol``) and one query across all of them,
+merged by confidence (``federated``). Keys peers issued us are encrypted at rest (``secrets``)."""

@@ -1,0 +1,72 @@
+"""This instance's side of federation: the answer ``POST /api/federation/search`` gives a peer's key.
+
+It is the local engine's search, never federated further (no loops), on the live corpus whatever the key may
+read here (a peer shows our results to its own users: drafts stay home), with the key's scope deciding which
+items it sees. Text is plain text with offsets; URLs are absolute (``SITE_URL``).
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+from django.conf import settings
+
+from search.engine.retrieve import retrieve
+from search.engine.vector import active_space
+from search.federation.protocol import MAX_HITS, PROTOCOL_VERSION, PeerAnswer, PeerHit, PeerInfo
+from search.models import ContentItem
+from search.types import RetrievalQuery
+
+
+def product_version() -> str:
+    try:
+        return metadata.version("kb-search")
+    except metadata.PackageNotFoundError:  # a source tree that was not installed
+        return "unknown"
+
+
+def absolute_url(path: str) -> str:
+    return path if path.startswith(("http://", "https://")) else settings.SITE_URL + path
+
+
+def federation_answer(query: RetrievalQuery) -> dict[str, Any]:
+    """The answer to a peer: ``query`` on the live corpus, at most ``MAX_HITS`` hits (JSON-ready)."""
+    query = RetrievalQuery(
+        text=query.text, principal=query.principal, corpus="live", filters=query.filters,
+        limit=min(query.limit, MAX_HITS), threshold=query.threshold, surface="federation",
+    )
+    result = retrieve(query=query)
+    hashes = dict(
+        ContentItem.objects.filter(pk__in=[h.item_id for h in result.hits]).values_list(
+            "pk", "live_revision__content_hash"
+        )
+    )
+    hits = [
+        PeerHit(
+            title=hit.title,
+            url=absolute_url(hit.url),
+            snippet=hit.passage,
+            snippet_spans=[(s.start, s.end) for s in hit.passage_spans],
+            title_spans=[(s.start, s.end) for s in hit.title_spans],
+            confidence=hit.confidence,
+            lanes=list(hit.lanes),
+            language=hit.language,
+            updated_at=hit.updated_at,
+            content_hash=hashes.get(hit.item_id) or "",
+        )
+        for hit in result.hits
+    ]
+    answer = PeerAnswer(
+        instance=settings.FEDERATION_INSTANCE_NAME, version=product_version(), protocol=PROTOCOL_VERSION,
+        count=result.total, hits=hits,
+    )
+    return answer.model_dump(mode="json")
+
+
+def federation_info() -> dict[str, Any]:
+    """``GET /api/federation/info``: who we are and what we run (``federation_peer check`` on a peer)."""
+    return PeerInfo(
+        instance=settings.FEDERATION_INSTANCE_NAME, version=product_version(), protocol=PROTOCOL_VERSION,
+        embedding_model=active_space().model,
+    ).model_dump(mode="json")

@@ -1,0 +1,139 @@
+"""Asking one peer: ``POST {base_url}/api/federation/search`` with the key it issued us, and reading its answer
+as untrusted input (size-limited, schema-validated, within a wall-clock deadline).
+
+Nothing here touches the database: the caller decrypts the key first, so peers are asked from plain threads.
+Peer URLs come only from admin configuration (``FederationPeer.base_url``); no URL from a request is fetched.
+The key is sent to that one peer only, never forwarded.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import ssl
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+from pydantic import ValidationError
+
+from search.federation.protocol import PeerAnswer, PeerInfo
+
+SourceStatus = Literal["ok", "timeout", "error", "refused"]
+USER_AGENT = "kb-search-federation/1"
+
+
+@dataclass(frozen=True)
+class PeerCall:
+    """Everything needed to ask one peer, read from the database before any thread starts."""
+
+    name: str
+    base_url: str
+    api_key: str = field(repr=False)  # never in a traceback's locals or a log line
+    timeout_s: float = 0.8
+    max_bytes: int = 512 * 1024
+
+
+@dataclass(frozen=True)
+class PeerOutcome:
+    status: SourceStatus
+    ms: int
+    answer: PeerAnswer | None = None
+    detail: str = ""
+
+
+class _Failed(Exception):
+    def __init__(self, status: SourceStatus, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+def _read_json(response: httpx.Response, *, max_bytes: int, deadline: float) -> Any:
+    if response.status_code in (401, 403):
+        raise _Failed("refused", f"the peer refused our key (HTTP {response.status_code})")
+    if response.status_code == 429:
+        raise _Failed("error", "the peer rate-limited us (HTTP 429)")
+    if response.status_code != 200:
+        raise _Failed("error", f"HTTP {response.status_code}")
+    content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise _Failed("error", f"the answer is {content_type or 'untyped'}, not JSON")
+    declared = response.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_bytes:
+        raise _Failed("error", f"the answer is larger than {max_bytes} bytes")
+    body = bytearray()
+    for chunk in response.iter_raw():  # as sent (we asked for no compression): no decompression bomb
+        body += chunk
+        if len(body) > max_bytes:
+            raise _Failed("error", f"the answer is larger than {max_bytes} bytes")
+        if time.monotonic() > deadline:
+            raise _Failed("timeout", "the answer came too slowly")
+    try:
+        return json.loads(bytes(body))
+    except (ValueError, RecursionError) as exc:
+        raise _Failed("error", "the answer is not valid JSON") from exc
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(p) for p in error["loc"]) or "answer"
+    return f"invalid answer: {where}: {error['msg']}"[:300]
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every peer call (building one loads the CA bundle: tens of milliseconds)."""
+    return httpx.create_ssl_context()
+
+
+def _call(call: PeerCall, method: str, path: str, body: dict[str, Any] | None) -> tuple[Any, int]:
+    started = time.monotonic()
+    deadline = started + call.timeout_s
+    headers = {
+        "Authorization": f"Bearer {call.api_key}",
+        "Accept": "application/json",
+        "Accept-Encoding": "identity",
+        "User-Agent": USER_AGENT,
+    }
+    try:
+        with (
+            httpx.Client(timeout=httpx.Timeout(call.timeout_s), follow_redirects=False, trust_env=False,
+                         verify=_tls()) as client,
+            client.stream(method, call.base_url.rstrip("/") + path, json=body, headers=headers) as response,
+        ):
+            data = _read_json(response, max_bytes=call.max_bytes, deadline=deadline)
+    except httpx.TimeoutException as exc:
+        raise _Failed("timeout", f"no answer within {call.timeout_s * 1000:.0f} ms") from exc
+    except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
+        raise _Failed("error", f"cannot reach the peer ({exc.__class__.__name__})") from exc
+    return data, int((time.monotonic() - started) * 1000)
+
+
+def peer_search(call: PeerCall, request: dict[str, Any]) -> PeerOutcome:
+    """One peer's answer to ``request`` (the federation endpoint's body), or why there is none. Never raises."""
+    started = time.monotonic()
+    try:
+        data, ms = _call(call, "POST", "/api/federation/search", request)
+        return PeerOutcome("ok", ms, answer=PeerAnswer.model_validate(data))
+    except _Failed as failed:
+        return PeerOutcome(failed.status, int((time.monotonic() - started) * 1000), detail=failed.detail)
+    except ValidationError as exc:
+        return PeerOutcome("error", int((time.monotonic() - started) * 1000), detail=_first_error(exc))
+    except Exception as exc:  # noqa: BLE001 - a peer must never fail the search; the class name only (no key)
+        return PeerOutcome("error", int((time.monotonic() - started) * 1000),
+                           detail=f"unexpected failure ({exc.__class__.__name__})")
+
+
+def peer_info(call: PeerCall) -> tuple[SourceStatus, int, PeerInfo | None, str]:
+    """``GET /api/federation/info``: whether the peer answers our key, and what it runs."""
+    started = time.monotonic()
+    try:
+        data, ms = _call(call, "GET", "/api/federation/info", None)
+        return "ok", ms, PeerInfo.model_validate(data), ""
+    except _Failed as failed:
+        return failed.status, int((time.monotonic() - started) * 1000), None, failed.detail
+    except ValidationError as exc:
+        return "error", int((time.monotonic() - started) * 1000), None, _first_error(exc)
+    except Exception as exc:  # noqa: BLE001
+        return "error", int((time.monotonic() - started) * 1000), None, f"unexpected failure ({exc.__class__.__name__})"

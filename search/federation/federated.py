@@ -1,0 +1,255 @@
+"""One query across this knowledge base and its peers: ask them in parallel, merge by confidence.
+
+The local engine answers in the calling thread while each peer the caller may see is asked from a thread of
+its own, within that peer's timeout: a slow or dead peer costs at most its timeout and is reported in
+``sources``, never failing the search. Hits merge by calibrated confidence (comparable across instances,
+Step 16), not by ranks from different corpora; the same page reached twice (same canonical URL or same
+content hash) appears once, with every source that returned it.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from search.engine.retrieve import retrieve
+from search.errors import InvalidQuery, SearchError
+from search.federation import client, peers
+from search.federation.answer import absolute_url
+from search.federation.protocol import MAX_HITS, PeerHit
+from search.filter_params import params_from_filters
+from search.models import ContentItem
+from search.principal import Principal
+from search.types import Hit, RetrievalQuery, RetrievalResult, Span
+
+LOCAL = "local"
+ALL: Literal["all"] = "all"
+# Waiting for a peer's thread past its own timeout (the HTTP client's timeouts are per operation).
+GRACE_S = 0.05
+
+
+@dataclass(frozen=True)
+class SourceReport:
+    name: str
+    status: client.SourceStatus
+    ms: int
+    count: int
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class FederatedHit:
+    """A merged hit: where it comes from (``sources``, best first), and its text as plain text + offsets."""
+
+    title: str
+    url: str
+    snippet: str
+    snippet_spans: tuple[Span, ...]
+    title_spans: tuple[Span, ...]
+    confidence: float
+    lanes: tuple[str, ...]
+    language: str
+    updated_at: datetime | None
+    sources: tuple[str, ...]
+    content_hash: str = ""
+    local: Hit | None = None  # the engine's own hit, when this one is ours
+
+    @property
+    def source(self) -> str:
+        return self.sources[0]
+
+
+@dataclass(frozen=True)
+class FederatedResult:
+    hits: tuple[FederatedHit, ...]
+    sources: tuple[SourceReport, ...]
+    total: int
+    local: RetrievalResult | None = None
+    peers_asked: tuple[str, ...] = field(default=())
+
+
+def sources_parse(value: Any) -> tuple[str, ...] | Literal["all"]:
+    """``"all"`` or a list of source names (``"local"`` for this knowledge base), as every surface accepts."""
+    if value is None:
+        return (LOCAL,)
+    if value == ALL:
+        return "all"
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",")]
+    if isinstance(value, list | tuple) and ALL in value:
+        return "all"
+    if not isinstance(value, list | tuple) or not value or not all(isinstance(v, str) and v for v in value):
+        raise InvalidQuery('sources must be "all" or a list of source names, e.g. ["local", "emea"].',
+                           field="sources")
+    if len(value) > 20:
+        raise InvalidQuery("sources names at most 20 sources.", field="sources")
+    return tuple(dict.fromkeys(value))
+
+
+def sources_resolve(
+    principal: Principal, requested: tuple[str, ...] | Literal["all"]
+) -> tuple[bool, list[Any]]:
+    """(whether to search locally, the peers to ask). A peer the caller may not see is reported as unknown."""
+    visible = {p.name: p for p in peers.peers_visible(principal)}
+    if requested == ALL:
+        return True, list(visible.values())
+    unknown = [name for name in requested if name != LOCAL and name not in visible]
+    if unknown:
+        known = ", ".join([LOCAL, *visible]) or LOCAL
+        raise InvalidQuery(f"Unknown source {unknown[0]!r}: the sources you may search are {known}.",
+                           field="sources")
+    return LOCAL in requested, [visible[name] for name in requested if name != LOCAL]
+
+
+def canonical_url(url: str) -> str:
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = host if port in (None, default) else f"{host}:{port}"
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/") or "/", parts.query, ""))
+
+
+def _local_hits(result: RetrievalResult) -> list[FederatedHit]:
+    hashes = dict(
+        ContentItem.objects.filter(pk__in=[h.item_id for h in result.hits]).values_list(
+            "pk", "live_revision__content_hash"
+        )
+    )
+    return [
+        FederatedHit(
+            title=h.title, url=absolute_url(h.url), snippet=h.passage, snippet_spans=h.passage_spans,
+            title_spans=h.title_spans, confidence=h.confidence, lanes=tuple(h.lanes), language=h.language,
+            updated_at=h.updated_at, sources=(LOCAL,), content_hash=hashes.get(h.item_id) or "", local=h,
+        )
+        for h in result.hits
+    ]
+
+
+def _peer_hits(name: str, hits: list[PeerHit], threshold: float) -> list[FederatedHit]:
+    return [
+        FederatedHit(
+            title=h.title, url=h.url, snippet=h.snippet,
+            snippet_spans=tuple(Span(a, b) for a, b in h.snippet_spans),
+            title_spans=tuple(Span(a, b) for a, b in h.title_spans),
+            confidence=h.confidence, lanes=tuple(h.lanes), language=h.language, updated_at=h.updated_at,
+            sources=(name,), content_hash=h.content_hash,
+        )
+        for h in hits
+        if h.confidence >= threshold  # the peer was asked for this floor; we do not take its word for it
+    ]
+
+
+@dataclass(frozen=True)
+class Merged:
+    hits: list[FederatedHit]
+    folded: int  # hits that were another copy of a page already in ``hits``
+
+
+def merge(groups: list[list[FederatedHit]]) -> Merged:
+    """Every source's hits by confidence (ties: the order of ``groups``, local first), duplicates folded
+    into one copy with their sources added. A page this knowledge base holds is always shown as ours (our
+    text, our confidence, our item): a peer cannot put its text, or its confidence, under our page. Between
+    peers, the more confident copy is shown."""
+    local = [hit for hits in groups for hit in hits if hit.local is not None]
+    peers_ordered = sorted(
+        ((hit, g, i) for g, hits in enumerate(groups) for i, hit in enumerate(hits) if hit.local is None),
+        key=lambda t: (-t[0].confidence, t[1], t[2]),
+    )
+    merged: list[FederatedHit] = []
+    seen: dict[str, int] = {}
+    folded = 0
+    for hit in [*local, *(t[0] for t in peers_ordered)]:
+        keys = [f"url:{canonical_url(hit.url)}"] + ([f"hash:{hit.content_hash}"] if hit.content_hash else [])
+        index = next((seen[k] for k in keys if k in seen), None)
+        if index is None:
+            index = len(merged)
+            merged.append(hit)
+        else:
+            folded += 1
+            if hit.source not in merged[index].sources:
+                merged[index] = replace(merged[index], sources=merged[index].sources + (hit.source,))
+        for key in keys:
+            seen.setdefault(key, index)
+    first_group = {hit.source: g for g, hits in enumerate(groups) for hit in hits[:1]}
+    merged.sort(key=lambda h: (-h.confidence, first_group.get(h.source, len(groups))))
+    return Merged(merged, folded)
+
+
+def peer_request(query: RetrievalQuery) -> dict[str, Any]:
+    """The body a peer's federation endpoint takes for ``query``. Filters that only mean something here (an
+    item of ours, what our user has read) cannot be sent: such a search is refused rather than sent without
+    them."""
+    if query.filters.content_item_id is not None or query.filters.unread_only:
+        raise InvalidQuery(
+            "content_item_id and unread_only are about this knowledge base only: leave sources out to use them.",
+            field="sources",
+        )
+    body: dict[str, Any] = {"query": query.text, "threshold": query.threshold, "limit": min(query.limit, MAX_HITS),
+                            "filters": params_from_filters(query.filters)}
+    if query.filters.changed_since is not None:
+        body["changed_since"] = query.filters.changed_since.isoformat()
+    return body
+
+
+def federated_search(query: RetrievalQuery, *, sources: tuple[str, ...] | Literal["all"]) -> FederatedResult:
+    """``query`` on this knowledge base and the peers in ``sources`` its principal may see, merged."""
+    if query.cursor:
+        raise InvalidQuery("A search across several knowledge bases has no cursor: ask for a larger limit.",
+                           field="cursor")
+    search_local, asked = sources_resolve(query.principal, sources)
+    body = peer_request(query) if asked else {}
+    calls, reports = [], []
+    for peer in asked:
+        try:
+            calls.append(peers.peer_call(peer))
+        except SearchError as exc:  # its key cannot be read: say so, ask the others
+            reports.append(SourceReport(peer.name, "refused", 0, 0, exc.message))
+    groups: list[list[FederatedHit]] = []
+    local_result: RetrievalResult | None = None
+    started = time.monotonic()
+    pool = ThreadPoolExecutor(max_workers=max(1, len(calls)), thread_name_prefix="federation")
+    try:
+        futures = [(call, pool.submit(client.peer_search, call, body)) for call in calls]
+        if search_local:
+            local_started = time.monotonic()
+            local_result = retrieve(query=query)
+            local = _local_hits(local_result)
+            groups.append(local)
+            reports.insert(0, SourceReport(LOCAL, "ok", int((time.monotonic() - local_started) * 1000),
+                                           local_result.total))
+        for call, future in futures:
+            remaining = started + call.timeout_s + GRACE_S - time.monotonic()
+            try:
+                outcome = future.result(timeout=max(0.0, remaining))
+            except FutureTimeout:
+                outcome = client.PeerOutcome("timeout", int(call.timeout_s * 1000),
+                                             detail=f"no answer within {call.timeout_s * 1000:.0f} ms")
+            except Exception as exc:  # noqa: BLE001 - one peer's failure is reported, never the search's
+                outcome = client.PeerOutcome("error", 0, detail=f"unexpected failure ({exc.__class__.__name__})")
+            if outcome.answer is None:
+                reports.append(SourceReport(call.name, outcome.status, outcome.ms, 0, outcome.detail))
+                continue
+            hits = _peer_hits(call.name, list(outcome.answer.hits), query.threshold)
+            groups.append(hits)
+            reports.append(SourceReport(call.name, "ok", outcome.ms, max(outcome.answer.count, len(hits))))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # a hanging peer's thread ends at its own timeout
+    merged = merge(groups)
+    found = sum(report.count for report in reports if report.status == "ok")
+    return FederatedResult(
+        hits=tuple(merged.hits[: query.limit]),
+        sources=tuple(reports),
+        # every source's own total, each copy of a page seen here counted once
+        total=max(len(merged.hits), found - merged.folded),
+        local=local_result,
+        peers_asked=tuple(c.name for c in calls),
+    )

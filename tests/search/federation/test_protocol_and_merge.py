@@ -1,0 +1,126 @@
+"""Federation's pure parts: the answer a peer may give (schema), the merge by confidence, the key at rest."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+from django.test import override_settings
+from pydantic import ValidationError
+
+from search.errors import InvalidQuery
+from search.federation.federated import FederatedHit, canonical_url, merge, sources_parse
+from search.federation.protocol import MAX_HITS, PeerAnswer
+from search.federation.secrets import PeerKeyUnreadable, secret_decrypt, secret_encrypt
+
+GOOD_HIT = {"title": "Pricing policy", "url": "https://kb.example.org/items/pricing", "snippet": "Day rates.",
+            "snippet_spans": [[0, 3]], "title_spans": [[0, 7]], "confidence": 0.8, "lanes": ["lexical"]}
+
+
+def answer(**hit: object) -> dict[str, object]:
+    return {"instance": "emea", "version": "0.1.0", "count": 1, "hits": [{**GOOD_HIT, **hit}]}
+
+
+def test_a_well_formed_answer_is_read_and_unknown_fields_are_ignored() -> None:
+    parsed = PeerAnswer.model_validate({**answer(), "extra": {"anything": 1}})
+    assert parsed.hits[0].title == "Pricing policy" and parsed.hits[0].snippet_spans == [(0, 3)]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"url": "javascript:alert(1)"},
+        {"url": "/items/relative"},
+        {"url": "https://user:pw@kb.example.org/x"},
+        {"confidence": 1.5},
+        {"confidence": math.nan},
+        {"confidence": "high"},
+        {"snippet_spans": [[5, 99]]},
+        {"title_spans": [[3, 2]]},
+        {"lanes": ["lexical", "telepathy"]},
+        {"title": ""},
+        {"title": "x" * 501},
+        {"content_hash": "<script>"},
+        {"url": "https://kb.example.org/a b"},
+    ],
+)
+def test_a_hostile_or_broken_hit_is_refused(bad: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        PeerAnswer.model_validate(answer(**bad))
+
+
+def test_too_many_hits_are_refused() -> None:
+    with pytest.raises(ValidationError):
+        PeerAnswer.model_validate({"instance": "x", "count": 99, "hits": [GOOD_HIT] * (MAX_HITS + 1)})
+
+
+def hit(url: str, confidence: float, source: str, content_hash: str = "") -> FederatedHit:
+    return FederatedHit(title=url, url=url, snippet="", snippet_spans=(), title_spans=(), confidence=confidence,
+                        lanes=("lexical",), language="en", updated_at=None, sources=(source,),
+                        content_hash=content_hash)
+
+
+def test_merge_orders_by_confidence_and_folds_duplicates_with_every_source() -> None:
+    local = [replace(hit("https://kb.example.org/items/a", 0.6, "local", "aa"), local=object()),
+             replace(hit("https://kb.example.org/items/b", 0.5, "local"), local=object())]
+    emea = [hit("https://KB.example.org:443/items/a/", 0.9, "emea"), hit("https://emea.example.org/c", 0.7, "emea")]
+    apac = [hit("https://apac.example.org/mirror-of-a", 0.4, "apac", "aa")]
+    merged = merge([local, emea, apac])
+    assert [(h.url, h.sources) for h in merged.hits] == [
+        ("https://emea.example.org/c", ("emea",)),
+        ("https://kb.example.org/items/a", ("local", "emea", "apac")),  # same page by URL, then by hash
+        ("https://kb.example.org/items/b", ("local",)),
+    ]
+    assert merged.folded == 2
+
+
+def test_a_peer_cannot_put_its_text_or_its_confidence_under_a_local_page() -> None:
+    ours = replace(hit("https://kb.example.org/items/a", 0.4, "local"), snippet="our text", local=object())
+    theirs = replace(hit("https://kb.example.org/items/a", 1.0, "evil"), snippet="their text")
+    [shown] = merge([[ours], [theirs]]).hits
+    assert (shown.snippet, shown.confidence, shown.sources) == ("our text", 0.4, ("local", "evil"))
+
+
+def test_equal_confidence_keeps_the_order_of_the_sources() -> None:
+    merged = merge([[hit("https://a.example/1", 0.5, "local")], [hit("https://b.example/1", 0.5, "emea")]])
+    assert [h.source for h in merged.hits] == ["local", "emea"]
+
+
+def test_canonical_urls_ignore_case_default_ports_trailing_slashes_and_fragments() -> None:
+    assert canonical_url("HTTPS://Kb.Example.org:443/items/a/#top") == canonical_url("https://kb.example.org/items/a")
+    assert canonical_url("http://kb.example.org:8000/a") != canonical_url("http://kb.example.org/a")
+
+
+def test_sources_are_all_or_a_list_of_names() -> None:
+    assert sources_parse(None) == ("local",)
+    assert sources_parse("all") == "all"
+    assert sources_parse(["local", "emea", "emea"]) == ("local", "emea")
+    assert sources_parse("local,emea") == ("local", "emea")
+    assert sources_parse(["all"]) == "all"
+    for bad in ([], [""], [1], {"a": 1}, ["x"] * 21):
+        with pytest.raises(InvalidQuery, match="sources"):
+            sources_parse(bad)
+
+
+def test_a_peer_key_is_encrypted_at_rest_and_unreadable_after_the_secret_changes() -> None:
+    raw = "kb_1a2b3c4d_" + "k" * 43
+    token = secret_encrypt(raw)
+    assert raw not in token and secret_decrypt(token) == raw
+    with (
+        override_settings(FEDERATION_SECRET_KEY="another secret"),
+        pytest.raises(PeerKeyUnreadable, match="Add it again"),
+    ):
+        secret_decrypt(token)
+
+
+def test_control_characters_become_spaces_so_offsets_stay_valid() -> None:
+    parsed = PeerAnswer.model_validate(answer(title="Pricing\x1b[31m policy", title_spans=[[0, 7]]))
+    assert parsed.hits[0].title == "Pricing [31m policy"
+
+
+def test_an_unknown_protocol_and_an_absurd_count_are_refused() -> None:
+    with pytest.raises(ValidationError, match="protocol 2"):
+        PeerAnswer.model_validate({**answer(), "protocol": 2})
+    with pytest.raises(ValidationError):
+        PeerAnswer.model_validate({**answer(), "count": 2**40})
