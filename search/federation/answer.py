@@ -7,6 +7,7 @@ items it sees. Text is plain text with offsets; URLs are absolute (``SITE_URL``)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib import metadata
 from typing import Any
 
@@ -16,7 +17,7 @@ from search.engine.retrieve import retrieve
 from search.engine.vector import active_space
 from search.federation.protocol import MAX_HITS, PROTOCOL_VERSION, PeerAnswer, PeerHit, PeerInfo
 from search.models import ContentItem
-from search.types import RetrievalQuery
+from search.types import Hit, RetrievalQuery
 
 
 def product_version() -> str:
@@ -30,6 +31,12 @@ def absolute_url(path: str) -> str:
     return path if path.startswith(("http://", "https://")) else settings.SITE_URL + path
 
 
+def live_content_hashes(hits: Sequence[Hit]) -> dict[int, str]:
+    """The published text's hash of each hit's item (duplicates across instances share it)."""
+    rows = ContentItem.objects.filter(pk__in=[h.item_id for h in hits]).values_list("pk", "live_revision__content_hash")
+    return {pk: content_hash or "" for pk, content_hash in rows}
+
+
 def federation_answer(query: RetrievalQuery) -> dict[str, Any]:
     """The answer to a peer: ``query`` on the live corpus, at most ``MAX_HITS`` hits (JSON-ready)."""
     query = RetrievalQuery(
@@ -37,11 +44,7 @@ def federation_answer(query: RetrievalQuery) -> dict[str, Any]:
         limit=min(query.limit, MAX_HITS), threshold=query.threshold, surface="federation",
     )
     result = retrieve(query=query)
-    hashes = dict(
-        ContentItem.objects.filter(pk__in=[h.item_id for h in result.hits]).values_list(
-            "pk", "live_revision__content_hash"
-        )
-    )
+    hashes = live_content_hashes(result.hits)
     hits = [
         PeerHit(
             title=hit.title,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -20,10 +20,9 @@ from urllib.parse import urlsplit, urlunsplit
 from search.engine.retrieve import retrieve
 from search.errors import InvalidQuery, SearchError
 from search.federation import client, peers
-from search.federation.answer import absolute_url
+from search.federation.answer import absolute_url, live_content_hashes
 from search.federation.protocol import MAX_HITS, PeerHit
 from search.filter_params import params_from_filters
-from search.models import ContentItem
 from search.principal import Principal
 from search.types import Hit, RetrievalQuery, RetrievalResult, Span
 
@@ -70,7 +69,6 @@ class FederatedResult:
     sources: tuple[SourceReport, ...]
     total: int
     local: RetrievalResult | None = None
-    peers_asked: tuple[str, ...] = field(default=())
 
 
 def sources_parse(value: Any) -> tuple[str, ...] | Literal["all"]:
@@ -119,11 +117,7 @@ def canonical_url(url: str) -> str:
 
 
 def _local_hits(result: RetrievalResult) -> list[FederatedHit]:
-    hashes = dict(
-        ContentItem.objects.filter(pk__in=[h.item_id for h in result.hits]).values_list(
-            "pk", "live_revision__content_hash"
-        )
-    )
+    hashes = live_content_hashes(result.hits)
     return [
         FederatedHit(
             title=h.title, url=absolute_url(h.url), snippet=h.passage, snippet_spans=h.passage_spans,
@@ -251,5 +245,4 @@ def federated_search(query: RetrievalQuery, *, sources: tuple[str, ...] | Litera
         # every source's own total, each copy of a page seen here counted once
         total=max(len(merged.hits), found - merged.folded),
         local=local_result,
-        peers_asked=tuple(c.name for c in calls),
     )
