@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypedDict
 
@@ -64,7 +64,7 @@ def plain_excerpt(summary: str, body: str, limit: int = EXCERPT_CHARS) -> str:
 
 @dataclass(frozen=True)
 class Card:
-    id: int
+    id: int | None  # None: a peer's result (not an item of ours)
     url: str
     title_html: SafeString
     excerpt_html: SafeString
@@ -78,12 +78,19 @@ class Card:
     verified_by: str
     review_status: str
     review_label: str
-    updated_at: datetime
+    updated_at: datetime | None  # None: a peer that did not say
     superseded: bool = False
     lanes: tuple[tuple[str, str, int], ...] = ()  # (lane, label, rank)
     toc_path: str = ""
     missing_words: tuple[str, ...] = ()  # query words the hit lacks ("Missing: …" under the card)
     confidence: float | None = None  # search mode: the engine's calibrated confidence (0-1)
+    # A search across knowledge bases: where the hit comes from, best copy first ("local": this one).
+    sources: tuple[str, ...] = ()
+
+    @property
+    def external(self) -> bool:
+        """A peer's result: its link leads to the other knowledge base, its text is the peer's."""
+        return self.id is None
 
     @property
     def confidence_percent(self) -> int | None:
@@ -126,6 +133,30 @@ def cards_from_hits(hits: Sequence[Hit]) -> list[Card]:
         )
         for hit, passage in zip(hits, passages, strict=True)
     ]
+
+
+def cards_from_federated(hits: Sequence[FederatedHit]) -> list[Card]:
+    """A search across knowledge bases: our hits as ``cards_from_hits`` shows them, a peer's from its plain
+    text and offsets (escaped here: a peer's text is never trusted as HTML), each with its sources."""
+    local = iter(cards_from_hits([h.local for h in hits if h.local is not None]))
+    cards = []
+    for hit in hits:
+        if hit.local is not None:
+            cards.append(replace(next(local), sources=hit.sources))
+            continue
+        cards.append(Card(
+            id=None,
+            url=hit.url,
+            title_html=mark_safe(highlight_html(hit.title, hit.title_spans)),  # noqa: S308 - escaped by highlight_html
+            excerpt_html=mark_safe(highlight_html(hit.snippet, hit.snippet_spans)),  # noqa: S308 - escaped
+            content_type="", content_type_label="", domain="", domain_label="", thumbnail_url="",
+            quality=None, quality_tier="", verified_by="", review_status="ok", review_label="",
+            updated_at=hit.updated_at,
+            lanes=tuple((lane, LANE_LABELS.get(lane, lane), 0) for lane in hit.lanes),
+            confidence=hit.confidence,
+            sources=hit.sources,
+        ))
+    return cards
 
 
 def cards_from_items(items: Iterable[Any], principal: Principal) -> list[Card]:

@@ -28,6 +28,9 @@ from follows import services as follow_services
 from presets import selectors as preset_selectors
 from search.engine.retrieve import retrieve
 from search.errors import InvalidCursor, NotFound, SearchError
+from search.federation.federated import ALL, SourceReport, federated_search
+from search.federation.peers import peers_visible
+from search.federation.protocol import MAX_HITS
 from search.filter_params import FILTER_PARAMS, filters_from_params, has_filters, params_from_filters
 from search.principal import Principal, principal_for_user
 from search.selectors import items as selectors
@@ -72,6 +75,10 @@ class Listing:
     # ``nearest=1``: the visitor asked for the nearest items although none is a close match (threshold 0).
     show_nearest: bool = False
     nearest: list[presenters.Card] = field(default_factory=list)  # when nothing is a close match
+    # ``sources=all``: this knowledge base and every peer the visitor may see (docs/federation.md).
+    everywhere: bool = False
+    can_federate: bool = False  # the visitor may see at least one peer: the page offers the toggle
+    sources: list[SourceReport] = field(default_factory=list)  # per source: status, time, count
 
     @property
     def mode(self) -> str:
@@ -79,7 +86,8 @@ class Listing:
 
     def url(self, path: str = "", **changes: Any) -> str:
         """This state's URL with ``changes`` (``None`` removes a parameter); filters in canonical form."""
-        params: dict[str, Any] = {"q": self.q, "from_bid": self.from_bid, "nearest": "1" if self.show_nearest else None}
+        params: dict[str, Any] = {"q": self.q, "from_bid": self.from_bid, "nearest": "1" if self.show_nearest else None,
+                                  "sources": ALL if self.everywhere else None}
         if not self.q and self.sort != "newest":
             params["sort"] = self.sort
         params.update(params_from_filters(self.filters))
@@ -94,12 +102,15 @@ class Listing:
         params = params_from_filters(self.filters)
         if self.from_bid:
             params["from_bid"] = [self.from_bid]
+        if self.everywhere:
+            params["sources"] = [ALL]
         return list(params.items())
 
     @property
     def clear_filters_url(self) -> str:
-        """Filters cleared; the query and ``from_bid`` kept."""
-        kept = {k: v for k, v in (("q", self.q), ("from_bid", self.from_bid)) if v}
+        """Filters cleared; the query, ``from_bid`` and the choice of knowledge bases kept."""
+        kept = {k: v for k, v in (("q", self.q), ("from_bid", self.from_bid),
+                                  ("sources", ALL if self.everywhere else "")) if v}
         return self.path + ("?" + urlencode(kept) if kept else "")
 
     @property
@@ -127,13 +138,23 @@ class Listing:
         return bool(self.q) and not self.show_nearest and self.total == 0 and not self.closed
 
     @property
+    def federated(self) -> bool:
+        """The results come from several knowledge bases (a search, with the toggle on, and a peer to ask)."""
+        return bool(self.q) and self.everywhere and self.can_federate
+
+    @property
+    def unanswered_sources(self) -> list[SourceReport]:
+        return [s for s in self.sources if s.status != "ok"]
+
+    @property
     def next_url(self) -> str:
         return self.url(cursor=self.next_cursor) if self.next_cursor else ""
 
     @property
     def followable(self) -> bool:
-        """A search or a filtered listing that ran without a refusal can be followed."""
-        return bool(self.q or has_filters(self.filters)) and not self.error and not self.failed
+        """A search or a filtered listing that ran without a refusal can be followed (this knowledge base's
+        results only: a search across knowledge bases is not followed)."""
+        return bool(self.q or has_filters(self.filters)) and not self.error and not self.failed and not self.federated
 
     @property
     def filter_params(self) -> list[tuple[str, list[str]]]:
@@ -151,6 +172,7 @@ def _listing_state(request: HttpRequest) -> Listing:
         q="", sort=sort, cursor=request.GET.get("cursor") or None,
         from_bid=request.GET.get("from_bid", "").strip()[:120], filters=SearchFilters(),
         show_nearest=request.GET.get("nearest") == "1",
+        everywhere=request.GET.get("sources") == ALL,
     )
     try:
         listing.q = validate_query_text(raw_q, field="q")
@@ -167,10 +189,17 @@ def _listing_state(request: HttpRequest) -> Listing:
 
 def _fill(listing: Listing, request: HttpRequest, principal: Principal, *, closed: bool) -> None:
     """Run the search (query set) or the listing (no query) for ``listing``; errors become notices."""
+    listing.can_federate = bool(peers_visible(principal))
     if listing.error:
         return
     try:
-        if listing.q:
+        if listing.federated:
+            limit = spend(request, "search")
+            if limit.limited:
+                listing.retry_after, listing.status = limit.retry_after, 429
+                return
+            _fill_federated(listing, principal, closed=closed)
+        elif listing.q:
             limit = spend(request, "search")
             if limit.limited:
                 listing.retry_after, listing.status = limit.retry_after, 429
@@ -203,6 +232,25 @@ def _fill(listing: Listing, request: HttpRequest, principal: Principal, *, close
     except DatabaseError:
         logger.exception("browse search failed")
         listing.failed, listing.status = True, 503
+
+
+def _fill_federated(listing: Listing, principal: Principal, *, closed: bool) -> None:
+    """This knowledge base and the peers the visitor may see, merged by confidence: one page, no cursor (the
+    most confident ``MAX_HITS``), every source's status shown above the cards."""
+    result = federated_search(RetrievalQuery(
+        text=listing.q, principal=principal, filters=listing.filters, limit=MAX_HITS, surface="browse",
+        threshold=0.0 if listing.show_nearest else SITE_THRESHOLD,
+    ), sources=ALL)
+    listing.cards = presenters.cards_from_federated(result.hits)
+    listing.total, listing.sources = result.total, list(result.sources)
+    if result.local is not None:
+        listing.nearest = presenters.cards_from_hits(result.local.nearest)
+        listing.partial_match, listing.degraded = result.local.partial_match, result.local.degraded
+        listing.suggestion = result.local.suggestion
+    if closed:
+        listing.closed = presenters.closed_cards(
+            closed_placeholders(principal=principal, text=listing.q, filters=listing.filters)
+        )
 
 
 def _find_follow(listing: Listing, request: HttpRequest) -> None:
@@ -281,6 +329,7 @@ def search_page(request: HttpRequest) -> HttpResponse:
     principal = principal_for_user(request.user)
     listing = _listing_state(request)
     listing.path = "/search"
+    listing.can_federate = bool(peers_visible(principal))
     if listing.q:
         _fill(listing, request, principal, closed=True)
         _find_follow(listing, request)

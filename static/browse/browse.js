@@ -8,7 +8,7 @@
  *
  * Public hook for other apps (the presets bar):
  *   window.kbBrowse.applyParams(params)  replace the filters with `params` ({domain: ["pricing"], ...});
- *                                        `q` and `from_bid` are kept unless `params` sets them
+ *                                        `q`, `from_bid` and `sources` are kept unless `params` sets them
  *   window.kbBrowse.setQuery(text)       change the query, keep the filters ("" = browse mode)
  *   window.kbBrowse.currentParams()      the current URL parameters as an object (lists as arrays)
  *   window.kbBrowse.reload()             load the current URL again
@@ -31,6 +31,8 @@
   var retryButton = document.getElementById("kb-retry");
   var searchInput = document.getElementById("kb-q");
   var hideThumbs = document.getElementById("kb-hide-thumbs");
+  // "All knowledge bases" (shown when the visitor may see a peer): the URL's sources=all, kept like q.
+  var allKbs = document.getElementById("kb-all-kbs");
 
   var LIST_PARAMS = ["domain", "subtopic", "content_type", "platform", "author", "layer", "source"];
   var FILTER_PARAMS = LIST_PARAMS.concat([
@@ -88,6 +90,7 @@
     ["q", "from_bid"].forEach(function (key) {
       if (params[key]) search.set(key, params[key]);
     });
+    if (params.sources === "all") search.set("sources", "all");
     if (!params.q && params.sort && params.sort !== "newest") search.set("sort", params.sort);
     FILTER_PARAMS.forEach(function (key) {
       var value = params[key];
@@ -108,6 +111,7 @@
     var next = {
       q: has(params, "q") ? params.q : current.q,
       from_bid: has(params, "from_bid") ? params.from_bid : current.from_bid,
+      sources: has(params, "sources") ? params.sources : current.sources,
       sort: has(params, "sort") ? params.sort : current.sort
     };
     Object.keys(params).forEach(function (key) {
@@ -132,6 +136,7 @@
       out[key] = LIST_PARAMS.indexOf(key) !== -1 ? values : values[values.length - 1];
     });
     if (sortSelect) out.sort = sortSelect.value;
+    if (allKbs) out.sources = allKbs.checked ? "all" : null;
     return out;
   }
 
@@ -167,6 +172,7 @@
     if (clear) clear.hidden = !(params.q || (searchInput && searchInput.value));
     if (sortField) sortField.hidden = Boolean(params.q);
     if (sortSelect) sortSelect.value = params.sort || "newest";
+    if (allKbs) allKbs.checked = params.sources === "all";
     document.title = (params.q ? params.q + " · " : "") + "Browse · Knowledge base";
     var heading = root.querySelector(".page-title");
     if (heading) heading.textContent = params.q ? "Search results" : "Browse the knowledge base";
@@ -337,6 +343,15 @@
       event.stopPropagation();
       var params = currentParams();
       params.sort = sortSelect.value;
+      navigate(buildUrl(params));
+    });
+  }
+  if (allKbs) {
+    // outside the form (form="kb-filters"): its change event does not bubble to the form
+    allKbs.addEventListener("change", function () {
+      var params = currentParams();
+      params.sources = allKbs.checked ? "all" : null;
+      delete params.cursor;
       navigate(buildUrl(params));
     });
   }

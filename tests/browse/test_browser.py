@@ -17,8 +17,10 @@ from django.test import Client
 
 from accounts.models import UserProfile
 from presets.models import RecentSearch
+from search.federation import peers
 from tests.chromium import launched_chromium, needs_chromium
 from tests.factories import build, make_item
+from tests.support import fake_peer
 
 XSS_TITLE = "<img src=x onerror=alert(1)>"
 TIMEOUT_MS = 10_000
@@ -622,3 +624,44 @@ def test_a_markup_title_in_the_preview_is_text_around_bare_marks(session: Sessio
     assert page.locator("#kb-dropdown img").count() == 0
     assert page.evaluate("() => Array.from(document.querySelectorAll('#kb-dropdown mark'))"
                          ".every(m => m.attributes.length === 0 && m.children.length === 0)")
+
+
+# --- all knowledge bases ---
+
+def test_all_knowledge_bases_toggle_badges_each_card_and_keeps_a_peers_markup_as_text(
+    session: Session, kb: None
+) -> None:
+    # given a public peer whose answer is laden with markup (tests/support/fake_peer.py, "/ok")
+    with fake_peer.serving() as server:
+        peers.peer_add(name="emea", base_url=f"http://127.0.0.1:{server.server_address[1]}/ok",
+                       api_key="kb_00000001_" + "k" * 43, public=True)
+        page = session.page
+        page.goto("/browse")
+        type_slowly(page, "#kb-q", "pricing", delay_ms=90)
+        with page.expect_response(lambda r: "/browse?q=pricing" in r.url):
+            page.keyboard.press("Enter")
+        page.wait_for_selector("#results .cards mark")
+        # then: local only by default, the toggle offered
+        assert not page.is_checked("#kb-all-kbs") and page.locator("#sources").count() == 0
+        assert page.locator("#results .badge--source").count() == 0
+        # when the visitor turns on "All knowledge bases"
+        with page.expect_response(lambda r: "sources=all" in r.url):
+            page.check("#kb-all-kbs")
+        page.wait_for_selector("#sources")
+        # then each card says where it comes from, the peer's markup shown as text
+        assert "sources=all" in page.url
+        assert page.locator("#sources [data-source='emea'][data-status='ok']").count() == 1
+        assert page.locator("#results .card[data-sources='emea'] .badge--source").inner_text() == "emea"
+        assert page.locator("#results .card[data-sources='local']").count() >= 1
+        assert "<script>alert(1)</script> Pricing elsewhere" in session.card_titles()
+        assert page.locator("#results .card script").count() == 0
+        # and a filter keeps the choice; unticking goes back to this knowledge base only
+        page.click("#filter-panel summary")
+        with page.expect_response(lambda r: "domain=pricing" in r.url):
+            page.check("#filter-domain input[value='pricing']")
+        page.wait_for_function("location.search.includes('domain=pricing')")
+        assert "sources=all" in page.url and page.is_checked("#kb-all-kbs")
+        with page.expect_response(lambda r: "domain=pricing" in r.url and "sources" not in r.url):
+            page.uncheck("#kb-all-kbs")
+        page.wait_for_function("!document.getElementById('sources')")
+        assert "sources" not in page.url and page.locator("#results .badge--source").count() == 0
