@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from django.conf import settings
 from django_ratelimit.core import get_usage
 
 logger = logging.getLogger(__name__)
@@ -17,9 +18,15 @@ RATES = {
     "preview": "60/m",
     "search": "30/m",
     "mcp": "120/m",
-    # per API key, on POST /api/federation/search: a peer asks on behalf of all of its users
-    "federation": "600/m",
 }
+
+
+def rate_of(group: str) -> str:
+    """The budget of ``group``: ``RATES``, or for ``federation`` (per API key, on POST /api/federation/search:
+    a peer asks on behalf of all of its users) the ``FEDERATION_RATE_PER_MINUTE`` setting."""
+    if group == "federation":
+        return f"{settings.FEDERATION_RATE_PER_MINUTE}/m"
+    return RATES[group]
 
 
 @dataclass(frozen=True)
@@ -35,7 +42,7 @@ def _period(rate: str) -> int:
 
 def rate_limit_hit(*, group: str, key: str, cost: int = 1) -> LimitResult:
     """Spend ``cost`` from the caller's budget for ``group``; ``key`` identifies the caller (user id or IP)."""
-    rate = RATES[group]
+    rate = rate_of(group)
     try:
         for _ in range(max(1, cost)):
             usage = get_usage(None, group=f"kb:{group}", key=lambda _g, _r: key, rate=rate, increment=True)

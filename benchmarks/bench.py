@@ -89,6 +89,8 @@ class BenchOptions:
     load_users: int = 16
     # The load run again with every query embedded afresh by the default embedder (benchmarks/real_query.py).
     real_embedding_load: bool = True
+    # A search across this instance and 2 peers on the same corpus, beside each peer alone (bench_federation).
+    federation: bool = True
     workers: int = 2
     keep_db: bool = False
     # The mixed load once on the primary alone and once with reads on a streaming replica (bench_replica).
@@ -539,6 +541,7 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
             "lane_depth": settings.SEARCH["LANE_DEPTH"],
             "hnsw_ef_search": settings.SEARCH["HNSW_EF_SEARCH"],
             "replica": opts.replica,
+            "federation": opts.federation,
         },
     }
     largest = max(opts.sizes)
@@ -584,6 +587,15 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
                         compared = bench_replica.replica_compare(opts, queries, url, size=size, log=log)
                         results.setdefault("replica", {})[str(size)] = compared
                         load_result = compared.get("single")
+                    if opts.federation:
+                        from benchmarks import bench_federation
+
+                        with progress(total=len(queries.search), desc=f"federated @{size}") as update:
+                            results.setdefault("federation", {})[str(size)] = bench_federation.federated_latency(
+                                url, queries.search, warmup=min(opts.warmup, len(queries.search)),
+                                budget_s=opts.path_budget_s, progress=update,
+                            )
+                        log(_federation_line(results["federation"][str(size)]))
                     if load_result is not None:
                         results.setdefault("load_sizes", {})[str(size)] = load_result
                         if size == largest:
@@ -849,6 +861,11 @@ def growth(sizes: dict[str, dict[str, Any]]) -> dict[str, float | None]:
     }
 
 
+def _federation_line(measured: dict[str, Any]) -> str:
+    return (f"  federated (local + 2 peers) p50 {measured['federated']['p50_ms']:.1f} ms, slower peer alone "
+            f"{measured['slowest_peer_p50']:.1f} ms: overhead {measured['overhead_p50_ms']:+.1f} ms (target ≤ 15)")
+
+
 def _summary_line(size: int, paths: dict[str, Any]) -> str:
     return f"  {size}: " + ", ".join(
         f"{p} p50 {v['p50_ms']:.1f}/p95 {v['p95_ms']:.1f}" for p, v in paths.items()
@@ -858,6 +875,7 @@ def _summary_line(size: int, paths: dict[str, Any]) -> str:
 def json_line(results: dict[str, Any]) -> str:
     """The ``--json`` line: sizes → path → percentiles, the load run, ratios, growth and build times."""
     keep = (
-        "sizes", "load", "load_sizes", "replica", "ratios", "growth_p50", "build", "machine", "options", "embedding"
+        "sizes", "load", "load_sizes", "replica", "ratios", "growth_p50", "build", "machine", "options", "embedding",
+        "federation",
     )
     return json.dumps({k: results[k] for k in keep if k in results}, default=str)

@@ -153,6 +153,24 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     return out
 
 
+def federation_lines(size: str, fed: dict[str, Any]) -> list[str]:
+    """The federated latency section (benchmarks/bench_federation.py)."""
+    lines = [
+        "", f"### Federated search with 2 peers ({size} items)", "",
+        "Three web servers on the same corpus: two answer as peers, the third searches itself and both "
+        "(`POST /api/search` with `\"sources\": \"all\"`); each question timed on all three in turn, one "
+        "request in flight. On these 2 cores the asking instance's own search runs beside both peers'.", "",
+        "| | n | errors | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|---|---|",
+    ]
+    for kind in ("peer1", "peer2", "federated"):
+        v = fed[kind]
+        lines.append(f"| {kind} | {v['n']} | {v['errors']} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} | "
+                     f"{v['p99_ms']:.1f} |")
+    lines += ["", f"Federated p50 − slower peer's p50: **{fed['overhead_p50_ms']:+.1f} ms** (target ≤ 15 ms: "
+                  f"{'met' if fed['target_met'] else 'not met'})."]
+    return lines
+
+
 def _speed_line(machine: dict[str, Any]) -> list[str]:
     speed = machine.get("speed")
     if not speed:
@@ -295,6 +313,8 @@ def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
                 "",
             ]
             lines += _kinds_table(real)
+    for size, fed in sorted(results.get("federation", {}).items(), key=lambda kv: int(kv[0])):
+        lines += federation_lines(size, fed)
     for size, compared in sorted(results.get("replica", {}).items(), key=lambda kv: int(kv[0])):
         lines += ["", f"### Reads on a replica ({size} items)", ""]
         if "replica" not in compared:

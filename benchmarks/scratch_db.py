@@ -108,3 +108,12 @@ def database_url(name: str | None = None) -> str:
     if host.startswith("/"):  # a Unix socket folder goes in the query string
         return f"postgresql://{auth}localhost{':' + port if port else ''}/{db}?host={quote(host, safe='')}"
     return f"postgresql://{auth}{host or 'localhost'}{':' + port if port else ''}/{db}"
+
+
+def scratch_database_drop(name: str) -> None:
+    """Drop scratch database ``name`` if it exists (one ``scratch_database(keep=True)`` left)."""
+    if not SCRATCH_NAME_RE.match(name):
+        raise SearchError(f"{name!r} is not a scratch database name (kb_eval_… or kb_bench_…, lower-case).")
+    lane_pool_close()
+    with connection._nodb_cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -2,7 +2,7 @@
 
 ``POST /api/federation/search``: this knowledge base's answer (search.federation.answer), never federated
 further. ``GET /api/federation/info``: who we are (``federation_peer check``). Both need an API key; its scope
-decides what the peer sees. Each key has its own search budget (``RATES["federation"]``): a peer asks for
+decides what the peer sees. Each key has its own search budget (``FEDERATION_RATE_PER_MINUTE``): a peer asks for
 all of its users.
 """
 

@@ -374,5 +374,7 @@ FEDERATION_SECRET_KEY = env.env_str("FEDERATION_SECRET_KEY")
 # A peer's answer larger than this is refused (untrusted input), as are more hits than that.
 FEDERATION_MAX_ANSWER_BYTES = env.env_int("FEDERATION_MAX_ANSWER_BYTES", 512 * 1024, minimum=4096)
 FEDERATION_MAX_TIMEOUT_MS = 10_000
+# Searches a peer's key may make on POST /api/federation/search per minute (a peer asks for all its users).
+FEDERATION_RATE_PER_MINUTE = env.env_int("FEDERATION_RATE_PER_MINUTE", 600, minimum=1)
 # Peers at plain http:// addresses other than this machine's (the key would travel unencrypted).
 FEDERATION_ALLOW_HTTP = env.env_bool("FEDERATION_ALLOW_HTTP", False)

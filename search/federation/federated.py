@@ -9,6 +9,7 @@ content hash) appears once, with every source that returned it.
 
 from __future__ import annotations
 
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -149,33 +150,45 @@ class Merged:
 
 
 def merge(groups: list[list[FederatedHit]]) -> Merged:
-    """Every source's hits by confidence (ties: the order of ``groups``, local first), duplicates folded
-    into one copy with their sources added. A page this knowledge base holds is always shown as ours (our
-    text, our confidence, our item): a peer cannot put its text, or its confidence, under our page. Between
-    peers, the more confident copy is shown."""
-    local = [hit for hits in groups for hit in hits if hit.local is not None]
+    """Every source's hits interleaved by confidence, each source's own order kept, duplicates folded into one
+    copy with their sources added.
+
+    A source's list is its engine's ranking, which is better than its confidences taken one by one (measured:
+    ``evaluate --federated``, docs/benchmarks.md): so a hit is placed by the lowest confidence at or above it
+    in its own list, and never above what its own source ranked first. Ties go to the order of ``groups``
+    (local first). A page this knowledge base holds is always shown as ours (our text, our confidence, our
+    item, our place): a peer cannot put its text, or its confidence, under our page. Between peers, the more
+    confident copy is shown."""
+    keys: dict[tuple[int, int], float] = {}
+    for g, hits in enumerate(groups):
+        floor = math.inf
+        for i, hit in enumerate(hits):
+            floor = min(floor, hit.confidence)
+            keys[(g, i)] = floor
+    local = [(hit, g, i) for g, hits in enumerate(groups) for i, hit in enumerate(hits) if hit.local is not None]
     peers_ordered = sorted(
         ((hit, g, i) for g, hits in enumerate(groups) for i, hit in enumerate(hits) if hit.local is None),
         key=lambda t: (-t[0].confidence, t[1], t[2]),
     )
     merged: list[FederatedHit] = []
+    places: list[tuple[float, int, int]] = []  # each merged hit's (key, group, position) in its own list
     seen: dict[str, int] = {}
     folded = 0
-    for hit in [*local, *(t[0] for t in peers_ordered)]:
-        keys = [f"url:{canonical_url(hit.url)}"] + ([f"hash:{hit.content_hash}"] if hit.content_hash else [])
-        index = next((seen[k] for k in keys if k in seen), None)
+    for hit, g, i in [*local, *peers_ordered]:
+        keys_of = [f"url:{canonical_url(hit.url)}"] + ([f"hash:{hit.content_hash}"] if hit.content_hash else [])
+        index = next((seen[k] for k in keys_of if k in seen), None)
         if index is None:
             index = len(merged)
             merged.append(hit)
+            places.append((keys[(g, i)], g, i))
         else:
             folded += 1
             if hit.source not in merged[index].sources:
                 merged[index] = replace(merged[index], sources=merged[index].sources + (hit.source,))
-        for key in keys:
+        for key in keys_of:
             seen.setdefault(key, index)
-    first_group = {hit.source: g for g, hits in enumerate(groups) for hit in hits[:1]}
-    merged.sort(key=lambda h: (-h.confidence, first_group.get(h.source, len(groups))))
-    return Merged(merged, folded)
+    order = sorted(range(len(merged)), key=lambda n: (-places[n][0], places[n][1], places[n][2]))
+    return Merged([merged[n] for n in order], folded)
 
 
 def peer_request(query: RetrievalQuery) -> dict[str, Any]:

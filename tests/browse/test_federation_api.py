@@ -257,6 +257,10 @@ def test_endpoint_budget_is_per_key_and_filters_that_mean_nothing_to_a_key_are_r
     for _ in range(31):
         client.post("/api/search", json.dumps({"query": "pricing"}), content_type="application/json")
     assert fed_post(client, {"query": "pricing"}, raw).status_code == 200
+    # the key's own budget is the operator's setting
+    with override_settings(FEDERATION_RATE_PER_MINUTE=2):
+        other = api_key_create(name="small peer").raw_key
+        assert [fed_post(client, {"query": "pricing"}, other).status_code for _ in range(3)] == [200, 200, 429]
 
 
 def test_admin_needs_the_key_on_create_keeps_it_on_edit_and_asks_again_when_the_host_changes(

@@ -59,6 +59,11 @@ class Command(BaseCommand):
             help="skip the second load run, whose searches each embed the query afresh with the default embedder",
         )
         parser.add_argument(
+            "--no-federation",
+            action="store_true",
+            help="skip the federated latency (this instance and 2 peers, and each peer alone)",
+        )
+        parser.add_argument(
             "--replica",
             action="store_true",
             help="run the mixed load twice, on the primary alone and with reads on a streaming replica of its "
@@ -102,6 +107,7 @@ class Command(BaseCommand):
             load_seconds=max(0.0, opts["load_seconds"]),
             load_users=max(1, opts["load_users"]),
             real_embedding_load=not opts["no_real_embedding_load"],
+            federation=not opts["no_federation"],
             workers=max(1, opts["workers"]),
             keep_db=opts["keep_db"],
             replica=opts["replica"],

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from benchmarks import calibration, crosslingual, evaluation
+from benchmarks import calibration, crosslingual, evaluation, federated_eval, scratch_db
 from search.engine import confidence, english, lane_weights
 from search.engine.vector import active_space, lane_model
 from search.errors import SearchError
@@ -59,6 +60,9 @@ class Command(BaseCommand):
                                  "same corpus and model) instead of running the searches again (with --model "
                                  "and --language when the files do not name them)")
         parser.add_argument("--model", default=None, help="with --from-dump: the embedding model it was recorded with")
+        parser.add_argument("--federated", type=int, default=None, metavar="N",
+                            help="split the corpus across N instances (N-1 served as real peers over HTTP) and "
+                                 "compare federated search's figures with one instance holding it all")
         parser.add_argument("--max-queries", type=int, default=None)
         parser.add_argument("--json", action="store_true", help="last line of output: one JSON object")
 
@@ -92,14 +96,12 @@ class Command(BaseCommand):
                 raise CommandError("--max-queries must be at least 1.")
             for qid in list(dataset.queries)[opts["max_queries"] :]:
                 del dataset.queries[qid]
+        if opts["federated"] is not None:
+            self._federated(dataset, opts)
+            return
         results: dict[str, Any] = {}
         with evaluation.evaluation_database():
-            with progress_bar(self, total=importer.count_records(dataset.corpus, "beir"), desc="import") as update:
-                importer.import_path(dataset.corpus, fmt="beir", publish=True,
-                                     defaults={"language": opts["language"]}, progress=update)
-            total = indexing.columns_pending().count() + embeddings_pending(active_space().model).count()
-            with progress_bar(self, total=total, desc="index") as update:
-                indexing.index_rebuild(progress=update)
+            self._build(dataset.corpus, opts["language"])
             language = evaluation.corpus_language()
             model = lane_model()
             weight = lane_weights.language_weight(model, language)
@@ -124,6 +126,53 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(headline))
         else:
             self.stdout.write(evaluation.describe(results))
+
+    def _build(self, corpus: Path, language: str | None) -> None:
+        """Import ``corpus`` (published) into the current database and index it, lexical and vector."""
+        with progress_bar(self, total=importer.count_records(corpus, "beir"), desc="import") as update:
+            importer.import_path(corpus, fmt="beir", publish=True, defaults={"language": language}, progress=update)
+        total = indexing.columns_pending().count() + embeddings_pending(active_space().model).count()
+        with progress_bar(self, total=total, desc="index") as update:
+            indexing.index_rebuild(progress=update)
+
+    def _federated(self, dataset: evaluation.Dataset, opts: dict[str, Any]) -> None:
+        """``--federated N``: one instance holding the whole corpus, then N instances holding a shard each, the
+        first asking the others over HTTP (benchmarks/federated_eval.py); both scored on the same questions."""
+        parts, mode = opts["federated"], opts["mode"]
+        if not 2 <= parts <= 8:
+            raise CommandError("--federated N: N must be between 2 and 8 instances.")
+        if opts["baselines"] or opts["calibrate"] or opts["fit_confidence"] or opts["abstention"] or opts["dump"]:
+            raise CommandError("--federated measures the merge only: run it without --baselines, --calibrate, "
+                               "--fit-confidence, --abstention and --dump.")
+        directory = Path(tempfile.mkdtemp(prefix="kb-federated-"))
+        paths = federated_eval.corpus_split(dataset.corpus, parts, directory)
+        shards = federated_eval.shards_build(paths, build=lambda path: self._build(path, opts["language"]),
+                                             run_id=str(os.getpid()))
+        try:
+            self.stderr.write("shards: " + ", ".join(f"{s.name} {s.documents} documents" for s in shards))
+            with evaluation.evaluation_database():
+                self._build(dataset.corpus, opts["language"])
+                language = evaluation.corpus_language()
+                single = self._run(dataset, f"{mode} (one instance)", evaluation.engine_search(mode, threshold=0.0))
+            first, others = shards[0], shards[1:]
+            with federated_eval.peers_serving(others) as urls, \
+                    scratch_db.scratch_database(name=first.database, keep=True):
+                run = federated_eval.federated_searcher(first, [(s, urls[s.name]) for s in others], mode=mode)
+                federated = self._run(dataset, f"{mode} ({parts} instances)", run.search)
+        finally:
+            federated_eval.shards_drop(shards)
+        ratio = round(federated["ndcg@10"] / single["ndcg@10"], 4) if single["ndcg@10"] else None
+        report = {
+            "language": language, "mode": mode, "instances": parts,
+            "shards": [{"name": s.name, "documents": s.documents} for s in shards],
+            "single": single, "federated": federated, "ndcg@10_ratio": ratio,
+            "source_failures": run.failures, "unmapped_hits": len(run.unmapped),
+        }
+        self.stderr.write(evaluation.describe({f"{mode} one instance": single, f"{mode} {parts} instances": federated}))
+        self.stderr.write(f"federated / one instance nDCG@10: {ratio}; source failures {run.failures or 'none'}; "
+                          f"hits not mapped to a document: {len(run.unmapped)}")
+        if opts["json"]:
+            self.stdout.write(json.dumps(report))
 
     def _run(self, dataset: evaluation.Dataset, name: str, search: Any) -> dict[str, Any]:
         search(next(iter(dataset.queries.values())))  # warm-up

@@ -82,6 +82,17 @@ def test_a_peer_cannot_put_its_text_or_its_confidence_under_a_local_page() -> No
     assert (shown.snippet, shown.confidence, shown.sources) == ("our text", 0.4, ("local", "evil"))
 
 
+def test_each_source_keeps_its_own_order_and_is_placed_by_the_lowest_confidence_so_far() -> None:
+    # given a source whose engine ranked a less confident hit first (its ranking beats its confidences)
+    local = [replace(hit("https://kb.example.org/items/x", 0.5, "local"), local=object()),
+             replace(hit("https://kb.example.org/items/y", 0.9, "local"), local=object())]
+    emea = [hit("https://emea.example.org/z", 0.7, "emea"), hit("https://emea.example.org/w", 0.2, "emea")]
+    # then y stays below x, and both below the peer's more confident z; w comes last
+    assert [h.url.rsplit("/", 1)[-1] for h in merge([local, emea]).hits] == ["z", "x", "y", "w"]
+    # and the hits keep their own confidence: the merge only decides the order
+    assert [h.confidence for h in merge([local, emea]).hits] == [0.7, 0.5, 0.9, 0.2]
+
+
 def test_equal_confidence_keeps_the_order_of_the_sources() -> None:
     merged = merge([[hit("https://a.example/1", 0.5, "local")], [hit("https://b.example/1", 0.5, "emea")]])
     assert [h.source for h in merged.hits] == ["local", "emea"]
