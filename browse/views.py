@@ -189,7 +189,6 @@ def _listing_state(request: HttpRequest) -> Listing:
 
 def _fill(listing: Listing, request: HttpRequest, principal: Principal, *, closed: bool) -> None:
     """Run the search (query set) or the listing (no query) for ``listing``; errors become notices."""
-    listing.can_federate = bool(peers_visible(principal))
     if listing.error:
         return
     try:
@@ -293,6 +292,7 @@ def browse(request: HttpRequest) -> HttpResponse:
     """/browse: browse mode (no ``q``) or search mode; with ``X-KB-Partial`` only the results region."""
     principal = principal_for_user(request.user)
     listing = _listing_state(request)
+    listing.can_federate = bool(peers_visible(principal))
     _fill(listing, request, principal, closed=True)
     _find_follow(listing, request)
     user_id = request.user.pk if request.user.is_authenticated else None
