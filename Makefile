@@ -19,6 +19,10 @@ test: lint chromium
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(PY) scripts/dead_code.py
+	@# every statement of the engine is a Fragment sent by sql.execute: no hand-counted parameter lists
+	@! grep -rn --include='*.py' '\.execute(' search/engine | grep -v '^search/engine/sql.py:' \
+		|| { echo "search/engine: send SQL with search.engine.sql.execute(cursor, Fragment/compose(...))"; exit 1; }
 	@# mypy loads the settings (django-stubs): a REDIS_URL keeps them from starting an embedded Valkey that outlives it
 	REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:9/0} $(VENV)/bin/mypy search accounts presets analytics browse graphql_api mcp_api benchmarks config adapters follows
 

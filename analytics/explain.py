@@ -20,7 +20,7 @@ from django.db import DatabaseError, connection, transaction
 from analytics.models import QueryLog
 from analytics.receivers import EXPLAIN_SURFACE
 from analytics.services import filters_from_json
-from search.engine.retrieve import retrieve
+from search.engine import retrieve
 from search.principal import ANONYMOUS, Principal
 from search.types import SITE_THRESHOLD, RetrievalQuery, RetrievalResult
 

@@ -76,7 +76,7 @@ DEGRADED = Counter(
 QUERY_LOG_FAILURES = Counter(
     "kb_query_log_failures", "Searches the query log could not record (the search itself still answered)."
 )
-# Reads on the primary and its replicas (search.engine.reads): one per read-only call (a search, a preview, a
+# Reads on the primary and its replicas (search.replicas): one per read-only call (a search, a preview, a
 # page's reads, a GraphQL query); a read a failing replica handed back to the primary counts on both.
 DATABASE_READS = Counter(
     "kb_db_reads", "Read-only calls per database they ran on (default = the primary, replica_N).", ["database"]

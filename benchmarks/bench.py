@@ -44,11 +44,12 @@ from django.test import override_settings
 from benchmarks import bench_corpus, bench_http, real_query, scratch_db
 from benchmarks.bench_corpus import PREWARM_TABLES
 from benchmarks.bench_stats import load_summary, percentiles
-from search.engine import embeddings, lexical, preview, vector
-from search.engine.retrieve import retrieve
+from search.embeddings import providers, spaces
+from search.engine import lexical, preview, retrieve, vector
 from search.engine.scope import ItemScope
 from search.engine.sql import Fragment
 from search.principal import ANONYMOUS
+from search.services import spaces as space_writes
 from search.text import analysis, query_parser
 from search.types import RetrievalQuery
 
@@ -91,6 +92,10 @@ class BenchOptions:
     real_embedding_load: bool = True
     # A search across this instance and 2 peers on the same corpus, beside each peer alone (bench_federation).
     federation: bool = True
+    # After everything else at each size: switch the corpus to another embedding model while searches run
+    # (bench_flip); the database is left switched, so not with keep_db.
+    flip: bool = False
+    flip_window_s: float = 20.0
     workers: int = 2
     keep_db: bool = False
     # The mixed load once on the primary alone and once with reads on a streaming replica (bench_replica).
@@ -176,17 +181,18 @@ def path_hybrid(text: str) -> Any:
 
 
 def path_hybrid_real_embedding(text: str) -> Any:
-    corpus_provider = embeddings.get_provider()
-    real = embeddings.provider_named(settings.DEFAULT_EMBEDDING_PROVIDER)
+    corpus_provider = providers.get_provider()
+    real = providers.provider_named(settings.DEFAULT_EMBEDDING_PROVIDER)
     provider = real_query.RealQueryEmbedding(corpus_provider, real)
     # never answered from the cache (the lane embeds the parsed text)
     vector.query_embedding_forget(query_parser.parse(text).text, provider=provider)
-    original = vector.get_provider  # type: ignore[attr-defined]
-    vector.get_provider = lambda: provider  # type: ignore[attr-defined]
+    # the lane's query provider is the active space's (spaces.space_provider asks get_provider first)
+    original = spaces.__dict__["get_provider"]
+    spaces.__dict__["get_provider"] = lambda: provider
     try:
         return path_hybrid(text)
     finally:
-        vector.get_provider = original  # type: ignore[attr-defined]
+        spaces.__dict__["get_provider"] = original
 
 
 def _like(text: str) -> str:
@@ -257,7 +263,7 @@ def baseline_exact_vector(text: str) -> list[tuple[int, int, float]]:
     """The vector lane's query with an ORDER BY the HNSW index cannot serve: an exact scan and sort."""
     parsed = query_parser.parse(text)
     qvec = vector.query_embedding(parsed.text)
-    space = vector.active_space()
+    space = space_writes.active_space()
     dims = int(space.dimensions)
     literal = "[" + ",".join(repr(float(v)) for v in qvec) + "]"
     items = _items_sql()
@@ -542,6 +548,7 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
             "hnsw_ef_search": settings.SEARCH["HNSW_EF_SEARCH"],
             "replica": opts.replica,
             "federation": opts.federation,
+            "flip": opts.flip,
         },
     }
     largest = max(opts.sizes)
@@ -602,6 +609,12 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
                             results["load"] = load_result
                 results["sizes"][str(size)] = {p: measured[p] for p in PATHS if p in measured}
                 log(_summary_line(size, results["sizes"][str(size)]))
+                if opts.flip:
+                    from benchmarks import bench_flip
+
+                    results.setdefault("flip", {})[str(size)] = bench_flip.flip_measure(
+                        queries.search, window_s=opts.flip_window_s, log=log
+                    )
     results["ratios"] = ratios(results["sizes"])
     results["growth_p50"] = growth(results["sizes"])
     if opts.embedding_texts > 0:
@@ -712,7 +725,7 @@ def _measure_in_process(
     # embedder is loaded before its path is timed.
     for text in queries.search:
         vector.query_embedding(query_parser.parse(text).text)
-    embeddings.embed_query(embeddings.provider_named(settings.DEFAULT_EMBEDDING_PROVIDER), "warm-up")
+    providers.embed_query(providers.provider_named(settings.DEFAULT_EMBEDDING_PROVIDER), "warm-up")
     measured: dict[str, Any] = {}
     plans: dict[str, Any] = {}
     for path, (fn, kind) in IN_PROCESS.items():
@@ -877,6 +890,6 @@ def json_line(results: dict[str, Any]) -> str:
     """The ``--json`` line: sizes → path → percentiles, the load run, ratios, growth and build times."""
     keep = (
         "sizes", "load", "load_sizes", "replica", "ratios", "growth_p50", "build", "machine", "options", "embedding",
-        "federation",
+        "federation", "flip",
     )
     return json.dumps({k: results[k] for k in keep if k in results}, default=str)

@@ -35,11 +35,11 @@ from django.db import connection, connections, models, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from search.engine import vector
-from search.engine.embeddings import HashEmbedder
+from search.embeddings.providers import HashEmbedder
 from search.errors import SearchError
 from search.models import Chunk, ContentItem, ContentType, IndexState, Revision, SystemFlag
 from search.services import indexing, vector_index
+from search.services import spaces as space_writes
 from search.services.content import revision_hash
 from search.services.vector_index import chunk_embedding_text
 from search.text import analysis
@@ -411,7 +411,7 @@ def corpus_load(
     report = LoadReport()
     say = log or (lambda _msg: None)
     provider = HashEmbedder(settings.HASH_EMBEDDING_DIMENSIONS)
-    vector.space_activate(provider=provider)
+    space_writes.space_activate(provider=provider)
     now = timezone.now()
     tables = [ContentItem._meta.db_table, Revision._meta.db_table, Chunk._meta.db_table]
     indexes = _secondary_indexes(tables)

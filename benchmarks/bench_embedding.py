@@ -20,7 +20,7 @@ import numpy as np
 import psutil
 
 from benchmarks.bench_corpus import beir_records
-from search.engine import embeddings
+from search.embeddings import providers
 from search.services.vector_index import chunk_embedding_text
 from search.text.chunking import chunk_markdown
 
@@ -45,7 +45,7 @@ def _rss_mb() -> float:
 
 
 def _engine_run(engine: str, texts: Sequence[str], queries: Sequence[str]) -> dict[str, Any]:
-    provider = embeddings.E5Embedder(engine=engine)
+    provider = providers.E5Embedder(engine=engine)
     started = time.perf_counter()
     provider.load()
     provider.embed_query("warm-up")

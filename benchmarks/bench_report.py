@@ -172,6 +172,24 @@ def federation_lines(size: str, fed: dict[str, Any]) -> list[str]:
     return lines
 
 
+def flip_lines(size: str, flip: dict[str, Any]) -> list[str]:
+    """The embedding-space flip section (benchmarks/bench_flip.py)."""
+    lines = [
+        "", f"### Embedding-space flip ({size} items, {flip['chunks']} chunks)", "",
+        f"Switch to `{flip['model']}`: staged in {flip['stage_s']} s, then the flip ({flip['outcome']}, "
+        f"{flip['moved']} chunks moved, the new HNSW index built inside it) took **{flip['flip_s']} s**, "
+        f"holding chunk writes all along; {flip['search_threads']} threads searched (hybrid `retrieve()`) "
+        "before, during and after it.", "",
+        "| searches | n | errors | p50 ms | p99 ms | max ms | over 1 s |", "|---|---|---|---|---|---|---|",
+    ]
+    for when in ("before", "during", "after"):
+        v = flip["searches"][when]
+        lines.append(f"| {when} | {v['count']} | {v['errors']} | {v.get('p50_ms', '–')} | {v.get('p99_ms', '–')} | "
+                     f"{v.get('max_ms', '–')} | {v.get('over_1s', 0)} |")
+    lines += ["", f"A one-row chunk write every 0.5 s waited at most {flip['writes']['longest_wait_s']} s."]
+    return lines
+
+
 def _speed_line(machine: dict[str, Any]) -> list[str]:
     speed = machine.get("speed")
     if not speed:
@@ -316,6 +334,8 @@ def markdown(results: dict[str, Any], *, plots: list[str] | None = None) -> str:
             lines += _kinds_table(real)
     for size, fed in sorted(results.get("federation", {}).items(), key=lambda kv: int(kv[0])):
         lines += federation_lines(size, fed)
+    for size, flip in sorted(results.get("flip", {}).items(), key=lambda kv: int(kv[0])):
+        lines += flip_lines(size, flip)
     for size, compared in sorted(results.get("replica", {}).items(), key=lambda kv: int(kv[0])):
         lines += ["", f"### Reads on a replica ({size} items)", ""]
         if "replica" not in compared:

@@ -20,7 +20,6 @@ are fitted with scikit-learn here and stored as plain numbers in ``search/engine
 from __future__ import annotations
 
 import json
-import math
 import random
 import re
 import zlib
@@ -286,8 +285,8 @@ def run_recorded(
     """Each question through ``retrieve`` (threshold 0, the staff principal, ``mode``), its candidates'
     features as the engine recorded them, labelled relevant by ``relevant_of(qid)`` (document ids) for the fit,
     and by ``judged_of(qid)`` (the judged answers alone; default: the same) for "answered"."""
-    from search.engine.embeddings import provider_warm
-    from search.engine.retrieve import retrieve
+    from search.embeddings.providers import provider_warm
+    from search.engine import retrieve
     from search.models import ContentItem
     from search.principal import Principal
     from search.types import RetrievalQuery
@@ -581,17 +580,6 @@ def describe_abstention(result: dict[str, Any]) -> str:
 
 
 _WORD = re.compile(r"\w+")
-
-
-def ndcg_at_10(searches: list[Searched], qrels: dict[str, dict[str, int]]) -> float:
-    """nDCG@10 of the recorded orders with binary gains (a check that recording did not change the ranking)."""
-    total = 0.0
-    for s in searches:
-        gains = s.relevant[:10].astype(float)
-        dcg = float(sum(g / math.log2(i + 2) for i, g in enumerate(gains)))
-        ideal = float(sum(1 / math.log2(i + 2) for i in range(min(10, s.judged))))
-        total += dcg / ideal if ideal else 0.0
-    return total / max(1, len(searches))
 
 
 HEADS_RUN = ("hybrid", "lexical", "vector")

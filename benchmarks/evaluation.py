@@ -183,8 +183,8 @@ def baseline_rrf(
 
 
 def engine_search(mode: str, *, threshold: float, limit: int = 100) -> Callable[[str], list[str]]:
-    from search.engine.embeddings import provider_warm
-    from search.engine.retrieve import retrieve
+    from search.embeddings.providers import provider_warm
+    from search.engine import retrieve
     from search.principal import Principal
     from search.types import RetrievalQuery
 

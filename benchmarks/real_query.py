@@ -29,19 +29,20 @@ class RealQueryEmbedding:
         return self._corpus.embed(texts)  # type: ignore[no-any-return]
 
     def embed_query(self, text: str) -> list[float]:
-        from search.engine import embeddings
+        from search.embeddings import providers
 
-        embeddings.embed_query(self._real, text)
+        providers.embed_query(self._real, text)
         return self._corpus.embed([text])[0]  # type: ignore[no-any-return]
 
 
 def install() -> None:
     """Route this process's query embeddings through the real embedder, uncached (see the module docstring)."""
-    from search.engine import embeddings, vector
+    from search.embeddings import providers, spaces
+    from search.engine import vector
 
-    real = embeddings.provider_named(settings.DEFAULT_EMBEDDING_PROVIDER)
-    embeddings.embed_query(real, "warm-up")  # the model loads before the server answers
-    space_provider, query_embedding = vector.space_provider, vector.query_embedding
+    real = providers.provider_named(settings.DEFAULT_EMBEDDING_PROVIDER)
+    providers.embed_query(real, "warm-up")  # the model loads before the server answers
+    space_provider, query_embedding = spaces.space_provider, vector.query_embedding
 
     def real_space_provider(model: str, dimensions: int) -> Any:
         return RealQueryEmbedding(space_provider(model, dimensions), real)
@@ -51,11 +52,10 @@ def install() -> None:
     def uncached_query_embedding(text: str, *, provider: Any = None) -> Any:
         if provider is None:
             if not active:
-                space = vector.active_space()
-                active.append(real_space_provider(space.model, space.dimensions))
+                active.append(real_space_provider(*spaces.searched_space()))
             provider = active[0]
         vector.query_embedding_forget(text, provider=provider)
         return query_embedding(text, provider=provider)
 
-    vector.space_provider = real_space_provider  # type: ignore[assignment]
+    spaces.space_provider = real_space_provider  # type: ignore[assignment]
     vector.query_embedding = uncached_query_embedding  # type: ignore[assignment]

@@ -37,10 +37,10 @@ from django.test import override_settings
 
 from benchmarks import scratch_db
 from benchmarks.bench_corpus import HEADINGS, TextPool, _paragraph, text_pool_load
-from search.engine.vector import active_space
 from search.models import Chunk, IndexState
 from search.services import indexing
 from search.services.importer import RawRecord, import_records
+from search.services.spaces import active_space
 from search.services.vector_index import embeddings_pending
 
 WORKER_READY_TIMEOUT_S = 180.0

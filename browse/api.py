@@ -30,8 +30,7 @@ from browse.presenters import federated_hit_json, hit_json, nearest_json, previe
 from browse.schemas import PreviewRequest, SearchRequest, parse_model
 from presets import selectors as preset_selectors
 from presets import services as preset_services
-from search.engine import preview
-from search.engine.retrieve import retrieve
+from search.engine import preview_search, retrieve
 from search.errors import SearchError
 from search.federation.federated import LOCAL, federated_search, sources_parse
 from search.filter_params import filters_from_params
@@ -53,7 +52,7 @@ def search_preview(request: HttpRequest) -> JsonResponse:
         return rate_limited_response(limit.retry_after, "previews")
     principal = principal_for_user(request.user)
     try:
-        hits = preview.preview_search(principal=principal, text=params.q, limit=params.limit)
+        hits = preview_search(principal=principal, text=params.q, limit=params.limit)
     except SearchError as exc:
         return search_error_response(exc)
     results = [preview_json(h) for h in hits]

@@ -11,7 +11,7 @@ from typing import Any, TypedDict
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from search.engine.preview import PreviewHit
+from search.engine import PreviewHit
 from search.federation.federated import FederatedHit, SourceReport
 from search.models import ContentType, ReviewStatus
 from search.principal import Principal

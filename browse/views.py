@@ -26,7 +26,7 @@ from browse.markdown import render_markdown
 from follows import selectors as follow_selectors
 from follows import services as follow_services
 from presets import selectors as preset_selectors
-from search.engine.retrieve import retrieve
+from search.engine import retrieve
 from search.errors import InvalidCursor, NotFound, SearchError
 from search.federation.federated import ALL, SourceReport, federated_search
 from search.federation.peers import peers_visible

@@ -10,7 +10,7 @@ _django_application = get_asgi_application()
 from django.conf import settings  # noqa: E402 - loaded by get_asgi_application
 
 from config.middleware import BoundedRequestBody  # noqa: E402
-from search.engine.vector import lane_warm_blocking  # noqa: E402
+from search.embeddings.spaces import lane_warm_blocking  # noqa: E402
 
 # The query-embedding model loads before this process accepts a request, so the first search after a start
 # is hybrid (its embedding budget is for a slow provider, not for loading weights).

@@ -17,7 +17,7 @@ def _embedding_model_prepare(**_: object) -> None:
     """The main worker process prepares the e5 model for ONNX Runtime (a conversion of about 10 s the first
     time on a host) before it starts its pool: a pool process must report ready within seconds, and would be
     killed and restarted, again and again, in the middle of a conversion."""
-    from search.engine.embeddings import embeddings_prepare
+    from search.embeddings.providers import embeddings_prepare
 
     embeddings_prepare()
 
@@ -25,6 +25,6 @@ def _embedding_model_prepare(**_: object) -> None:
 @worker_process_init.connect
 def _embedding_model_warm(**_: object) -> None:
     """Each worker process loads the query-embedding model before it takes a task."""
-    from search.engine.vector import lane_warm
+    from search.embeddings.spaces import lane_warm
 
     lane_warm()

@@ -1,4 +1,4 @@
-"""The database router: ORM reads of a read-only path go where ``search.engine.reads`` chose; the rest to the
+"""The database router: ORM reads of a read-only path go where ``search.replicas`` chose; the rest to the
 primary.
 
 - ``db_for_read``: inside ``replica_read`` its alias (a replica, or ``default``). Outside one, an object that
@@ -17,17 +17,17 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
 
-from search.engine import reads
+from search import replicas
 
 
 class ReplicaRouter:
     def db_for_read(self, model: type[Any], **hints: Any) -> str | None:
-        alias = reads.read_alias_set()
+        alias = replicas.read_alias_set()
         if alias is not None:
             return alias
         instance = hints.get("instance")
         db = getattr(getattr(instance, "_state", None), "db", None)
-        if db is not None and db in reads.replica_aliases():
+        if db is not None and db in replicas.replica_aliases():
             return DEFAULT_DB_ALIAS
         return None
 
@@ -35,12 +35,12 @@ class ReplicaRouter:
         return DEFAULT_DB_ALIAS
 
     def allow_relation(self, obj1: Any, obj2: Any, **hints: Any) -> bool | None:
-        same = {DEFAULT_DB_ALIAS, *reads.replica_aliases()}
+        same = {DEFAULT_DB_ALIAS, *replicas.replica_aliases()}
         if obj1._state.db in same and obj2._state.db in same:
             return True
         return None
 
     def allow_migrate(self, db: str, app_label: str, model_name: str | None = None, **hints: Any) -> bool | None:
-        if db in reads.replica_aliases():
+        if db in replicas.replica_aliases():
             return False
         return None

@@ -176,7 +176,7 @@ _warming: set[str] = set()
 
 
 def _warm_in_background(provider: Any) -> None:
-    from search.engine.embeddings import provider_warm
+    from search.embeddings.providers import provider_warm
 
     with _remote_lock:
         if provider.name in _warming:
@@ -199,8 +199,8 @@ def check_model() -> CheckResult:
     """The query-embedding model of the vector lane: loaded (local), or its API reachable (OpenAI)."""
     from django.db import DatabaseError
 
-    from search.engine.embeddings import get_provider, provider_loaded, provider_ping
-    from search.engine.vector import lane_provider
+    from search.embeddings.providers import get_provider, provider_loaded, provider_ping
+    from search.embeddings.spaces import lane_provider
 
     try:
         try:
@@ -261,13 +261,13 @@ def _timed(name: str, check: Callable[[], CheckResult]) -> CheckResult:
 def replica_states() -> tuple[ReplicaState, ...]:
     """Each replica ``DATABASE_REPLICA_URLS`` names, as this process's probe thread last found it (started here
     if no read has started it yet: the first probe is waited for briefly)."""
-    from search.engine import reads
+    from search import replicas
 
-    aliases = reads.replica_aliases()
+    aliases = replicas.replica_aliases()
     if not aliases:
         return ()
-    reads.healthy_replicas(aliases)
-    health = reads.replica_health()
+    replicas.healthy_replicas(aliases)
+    health = replicas.replica_health()
     states = []
     for alias in aliases:
         state = health.get(alias)

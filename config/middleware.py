@@ -19,7 +19,7 @@ from django.db import InterfaceError, OperationalError, connections
 from django.http import HttpRequest, HttpResponse
 
 from adapters.http import error_response
-from search.engine import reads
+from search import replicas
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ class HealthEndpoints:
         return response
 
 
-# Models whose saves and deletes are content changes for read-your-writes (search.engine.reads): what a search,
+# Models whose saves and deletes are content changes for read-your-writes (search.replicas): what a search,
 # an item page or a preset listing shows. Bookkeeping written while reading (the items a user opened, recent
 # searches, the query log, API keys' last use) is not: it would send every signed-in reader to the primary.
 READ_YOUR_WRITES_MODELS = frozenset(
@@ -233,13 +233,13 @@ def _label(model: Any) -> str:
 def _content_written(sender: Any, **kwargs: Any) -> None:
     # m2m_changed is sent by the through model: the instance names the content (an item's groups).
     if _label(sender) in READ_YOUR_WRITES_MODELS or _label(type(kwargs.get("instance"))) in READ_YOUR_WRITES_MODELS:
-        reads.note_write()
+        replicas.note_write()
 
 
 def _request_user_keys(request: HttpRequest) -> list[str]:
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
-        return [reads.user_key(user.pk)]
+        return [replicas.user_key(user.pk)]
     return []
 
 
@@ -256,10 +256,10 @@ class ReadYourWritesMiddleware:
             signal.connect(_content_written, dispatch_uid=f"config.read_your_writes.{name}", weak=False)
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if not reads.replica_aliases():
+        if not replicas.replica_aliases():
             return self.get_response(request)
-        with reads.request_scope(lambda: _request_user_keys(request)) as scope:
+        with replicas.request_scope(lambda: _request_user_keys(request)) as scope:
             response = self.get_response(request)
             if scope.wrote:
-                reads.mark_written(keys=scope.keys())
+                replicas.mark_written(keys=scope.keys())
         return response

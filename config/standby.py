@@ -33,7 +33,7 @@ from urllib.parse import quote, unquote, urlparse
 
 import psycopg
 
-from search.engine.reads import LAG_SQL
+from search.replicas import LAG_SQL
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from django.db.models import Count, Q
 
 from follows.models import Follow, FollowItem, FollowPreference
 from follows.services import NEWS_CACHE_S, news_cache_key
-from search.engine.scope import corpus_for
+from search.engine import corpus_for
 from search.models import ContentItem
 from search.principal import Principal, owner_id_of, principal_for_user
 

@@ -10,7 +10,7 @@ What a run does (``follow_run``), as the follow's owner, never as anyone else:
 2. The stored query and filters are parsed again with the one URL codec (``search.filter_params``); filters
    that no longer parse pause the follow with the reason. A paused follow keeps its feed; the next run that
    can parse it (and whose owner is active) resumes it by itself.
-3. The top ``FOLLOW_TOP_N`` items by rank come from the one engine (``search.engine.retrieve.retrieve``, the
+3. The top ``FOLLOW_TOP_N`` items by rank come from the one engine (``search.engine.retrieve``, the
    live corpus, as on the results page; a follow of filters only lists the newest items,
    ``search.selectors.items.items_list``), and their revision numbers from
    ``search.selectors.items.revision_numbers`` (the same access rule).
@@ -44,14 +44,13 @@ from django.utils import timezone
 
 from follows.errors import FollowInvalid, FollowLimitReached, FollowNotFound, FollowSignInRequired
 from follows.models import LABEL_MAX_CHARS, PAUSED_REASON_MAX_CHARS, Follow, FollowItem, FollowPreference
-from search.engine.retrieve import retrieve
+from search.engine import retrieve
 from search.errors import SearchError
 from search.filter_params import (
-    FILTER_PARAMS,
     LIST_PARAMS,
     ParamLists,
     filters_from_params,
-    json_param_values,
+    param_lists_of,
     params_from_filters,
     unique_list_values,
 )
@@ -118,16 +117,9 @@ def _canonical(filters: SearchFilters) -> FollowParams:
 def _as_multi(raw: Any) -> dict[str, Any]:
     if raw is None:
         return {}
-    if hasattr(raw, "getlist") and hasattr(raw, "keys"):
-        return {str(key): raw.getlist(key) for key in raw.keys()}
-    if not isinstance(raw, Mapping):
+    if not isinstance(raw, Mapping) and not hasattr(raw, "getlist"):
         raise FollowInvalid("filters must be an object of filter names to values.", field="filters")
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        if not isinstance(key, str):
-            raise FollowInvalid("Filter names must be text.", field="filters")
-        out[key] = json_param_values(value)
-    return out
+    return param_lists_of(raw, invalid=lambda message: FollowInvalid(message, field="filters"))
 
 
 def follow_params(raw: Any) -> FollowParams:
@@ -511,8 +503,3 @@ def follows_digest_send(*, now: datetime | None = None) -> int:
         FollowItem.objects.filter(pk__in=[e.pk for e in entries]).update(emailed_at=now)
         sent += 1
     return sent
-
-
-def filter_param_names() -> tuple[str, ...]:
-    """The URL parameters a follow may hold (the browse form sends these alongside ``q``)."""
-    return FILTER_PARAMS

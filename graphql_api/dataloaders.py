@@ -17,7 +17,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 from graphql_api.context import get_principal
-from search.engine.scope import corpus_for
+from search.engine import corpus_for
 from search.models import ContentItem, Revision
 from search.principal import Principal
 from search.types import Corpus

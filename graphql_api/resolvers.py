@@ -15,8 +15,7 @@ from graphql_api.context import get_principal, get_user
 from graphql_api.dataloaders import ContentItemByIdLoader
 from graphql_api.errors import from_search_error, graphql_error
 from graphql_api.types import ResultNode, enum_value
-from search.engine.retrieve import retrieve
-from search.engine.scope import corpus_for
+from search.engine import corpus_for, retrieve
 from search.errors import InvalidQuery, NotFound, SearchError
 from search.federation.federated import ALL, FederatedResult, federated_search, sources_parse
 from search.filters import LIST_FILTERS, InvalidFilter

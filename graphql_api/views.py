@@ -8,7 +8,7 @@ Order of checks (everything before the last step is free of SQL and embedding ca
 4. depth (at most 8) and aliases (at most 20) → 400 ``QUERY_TOO_COMPLEX``;
 5. mutations only: Django's CSRF check (session auth) → 403 ``CSRF_FAILED``; queries need no token;
 6. the shared ``search`` rate limit, one unit per ``search`` field → 429 ``RATE_LIMITED``;
-7. execute: a query with all its reads on one database (``search.engine.reads``: a replica when one is
+7. execute: a query with all its reads on one database (``search.replicas``: a replica when one is
    configured and healthy), a mutation on the primary. GraphiQL is served only when ``DEBUG`` is on.
 """
 
@@ -31,7 +31,7 @@ from adapters.limits import spend
 from config.middleware import unavailable_reason
 from graphql_api.protection import protection_rules, search_cost, tag_complexity_errors
 from graphql_api.schema import schema as kb_schema
-from search.engine import reads
+from search import replicas
 
 logger = logging.getLogger(__name__)
 
@@ -219,13 +219,13 @@ class ProtectedGraphQLView(GraphQLView):
                 operation_name=operation_name,
                 middleware=self.get_middleware(request),
             ))
-            on_replica = reads.read_alias() != DEFAULT_DB_ALIAS
+            on_replica = replicas.read_alias() != DEFAULT_DB_ALIAS
             for error in result.errors or ():
                 original = error.original_error
                 if original is not None and (
-                    unavailable_reason(original) or (on_replica and reads.replica_failure(original))
+                    unavailable_reason(original) or (on_replica and replicas.replica_failure(original))
                 ):
-                    # A database outage, not a bug: a replica's is run again on the primary (reads.replica_read),
+                    # A database outage, not a bug: a replica's is run again on the primary (replicas.replica_read),
                     # the primary's answers 503 with Retry-After (config.middleware).
                     raise original
             return result
@@ -233,7 +233,7 @@ class ProtectedGraphQLView(GraphQLView):
         if operation.operation == OperationType.QUERY:
             # A query reads, all of it (its searches, item lookups, loaders) from one database; whether its caller
             # (the session user) just wrote is the request's to say (config.middleware.ReadYourWritesMiddleware).
-            return reads.replica_read(None, run)
+            return replicas.replica_read(None, run)
         return run()
 
     @staticmethod

@@ -41,9 +41,7 @@ from mcp_api.schemas import (
     ToolArgs,
 )
 from presets.services import preset_filters, preset_list, preset_resolve
-from search.engine.cursors import cursor_decode, cursor_encode
-from search.engine.retrieve import retrieve
-from search.engine.scope import corpus_for
+from search.engine import corpus_for, cursor_decode, cursor_encode, retrieve
 from search.errors import InvalidQuery, NotFound, PermissionDenied
 from search.federation.federated import LOCAL, FederatedResult, federated_search, sources_parse
 from search.filters import InvalidFilter

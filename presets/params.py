@@ -33,7 +33,7 @@ from search.filter_params import (
     LIST_PARAMS,
     FilterParams,
     ParamLists,
-    json_param_values,
+    param_lists_of,
     params_from_filters,
     unique_list_values,
 )
@@ -89,18 +89,8 @@ def to_multi(raw: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> dict[str, li
 
     JSON booleans and numbers become their URL text (``true`` -> ``"1"``, ``30`` -> ``"30"``).
     """
-    multi: dict[str, list[Any]] = {}
-    if hasattr(raw, "getlist") and hasattr(raw, "keys"):
-        for key in raw.keys():
-            multi.setdefault(str(key), []).extend(raw.getlist(key))
-        return multi
-    pairs = raw.items() if isinstance(raw, Mapping) else raw
-    for key, value in pairs:
-        if not isinstance(key, str):
-            raise PresetParamsInvalid("Parameter names must be text.", field="params")
-        if values := json_param_values(value):
-            multi.setdefault(key, []).extend(values)
-    return multi
+    multi = param_lists_of(raw, invalid=lambda message: PresetParamsInvalid(message, field="params"))
+    return {key: values for key, values in multi.items() if values}
 
 
 def filters_from_params(raw: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> SearchFilters:

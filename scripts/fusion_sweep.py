@@ -38,7 +38,7 @@ def dump(args: argparse.Namespace) -> None:
     with evaluation.evaluation_database():
         importer.import_path(dataset.corpus, fmt="beir", publish=True, defaults={"language": args.language})
         indexing.index_rebuild()
-        from search.engine.embeddings import provider_warm
+        from search.embeddings.providers import provider_warm
 
         provider_warm()
         ids = dict(ContentItem.objects.values_list("pk", "external_id"))

@@ -28,7 +28,7 @@ value wins (a hidden ``include_qa=0`` followed by a checked ``include_qa=1`` che
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import date
 from typing import Any
 
@@ -204,6 +204,25 @@ def json_param_values(value: Any) -> list[Any]:
             single = str(single)
         out.append(single)
     return out
+
+
+def param_lists_of(
+    raw: Mapping[str, Any] | Iterable[tuple[str, Any]], *, invalid: Callable[[str], Exception]
+) -> dict[str, list[Any]]:
+    """Any parameter shape (a ``QueryDict``, a JSON object, ``(name, value)`` pairs) as name -> list of values
+    in their URL form (``json_param_values``); a name given without a value keeps an empty list. A name that
+    is not text raises ``invalid(message)`` (the caller's own error, with its field)."""
+    multi: dict[str, list[Any]] = {}
+    if hasattr(raw, "getlist") and hasattr(raw, "keys"):
+        for key in raw.keys():
+            multi.setdefault(str(key), []).extend(raw.getlist(key))
+        return multi
+    pairs = raw.items() if isinstance(raw, Mapping) else raw
+    for key, value in pairs:
+        if not isinstance(key, str):
+            raise invalid("Parameter names must be text.")
+        multi.setdefault(key, []).extend(json_param_values(value))
+    return multi
 
 
 def unique_list_values(values: list[str]) -> list[str]:

@@ -26,6 +26,18 @@ from typing import Any
 from search.errors import InvalidQuery
 
 LIST_FILTERS = ("domain", "subtopic", "content_type", "platform", "author", "layer", "source")
+# The ContentItem column each filter with values (and the language filter) reads: the one map the ORM filters
+# (managers), the filter panel's options (selectors.catalogue) and the engine's facets use.
+FILTER_COLUMNS = {
+    "domain": "primary_domain",
+    "subtopic": "subtopic",
+    "content_type": "content_type",
+    "platform": "platform",
+    "author": "author_name",
+    "layer": "layer",
+    "source": "source",
+    "language": "language",
+}
 MAX_VALUES = 20
 MAX_VALUE_CHARS = 120
 MAX_LANGUAGE_CHARS = 8

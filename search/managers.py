@@ -10,6 +10,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from search.choices import Visibility
+from search.filters import FILTER_COLUMNS, LIST_FILTERS
 
 if TYPE_CHECKING:
     from search.principal import Principal
@@ -49,15 +50,8 @@ class ContentItemQuerySet(models.QuerySet):
         from search.text.query_parser import check_filter_text
 
         qs = self
-        for field_name, values in (
-            ("primary_domain", filters.domain),
-            ("subtopic", filters.subtopic),
-            ("content_type", filters.content_type),
-            ("platform", filters.platform),
-            ("author_name", filters.author),
-            ("layer", filters.layer),
-            ("source", filters.source),
-        ):
+        for name in LIST_FILTERS:
+            field_name, values = FILTER_COLUMNS[name], getattr(filters, name)
             if values:
                 lookups = Q()
                 for value in values:
@@ -99,6 +93,3 @@ class ChunkQuerySet(models.QuerySet):
     def current(self) -> ChunkQuerySet:
         """Chunks of a live or latest revision (what the term statistics count)."""
         return self.filter(Q(in_live=True) | Q(in_latest=True))
-
-    def for_items(self, items: Any) -> ChunkQuerySet:
-        return self.filter(item__in=items)

@@ -10,10 +10,10 @@ search_performed = Signal()
 # search.receivers asks a worker for a debounced build.
 index_marked_dirty = Signal()
 
-# Sent by search.engine.reads once per read-only call (a search, a preview, a page's reads) with ``alias``, the
+# Sent by search.replicas once per read-only call (a search, a preview, a page's reads) with ``alias``, the
 # database it ran on (``default`` or a replica; a read retried on the primary is sent again). /metrics counts it.
 database_read = Signal()
 
-# Sent by search.engine.reads after each replica probe or failure with ``alias``, ``healthy`` and ``lag_s``
+# Sent by search.replicas after each replica probe or failure with ``alias``, ``healthy`` and ``lag_s``
 # (seconds behind the primary; None when it did not answer).
 replica_checked = Signal()

@@ -7,12 +7,13 @@ def _clear_cache():
     another test's corpus (the vector lane's background, the language shares)."""
     from django.core.cache import cache
 
-    from search.engine import background, lane_weights, vector
+    from search.embeddings import spaces
+    from search.engine import background, lane_weights
 
     cache.clear()
     background.background_forget()
     lane_weights.corpus_language_shares_forget()
-    vector.space_caches_forget()
+    spaces.space_caches_forget()
     yield
 
 

@@ -41,6 +41,47 @@ def test_the_engine_importing_a_surface_breaks_the_contract(tmp_path: Path) -> N
     assert "search.layer_probe -> browse.presenters" in result.stdout
 
 
+def test_a_surface_importing_past_the_engines_front_door_breaks_the_contract(tmp_path: Path) -> None:
+    # given a copy of the tree where a surface imports a module below search.engine
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__", "static"))
+    (tmp_path / "browse" / "layer_probe.py").write_text("from search.engine.scope import chunk_column  # noqa\n")
+    (tmp_path / "graphql_api" / "layer_probe.py").write_text("from search.engine import retrieve  # noqa\n")
+    # when the contracts are checked, then only the import past the front door fails
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0
+    assert "browse.layer_probe -> search.engine.scope" in result.stdout
+    assert "graphql_api.layer_probe" not in result.stdout
+
+
+def test_the_engine_sends_every_statement_as_a_fragment() -> None:
+    # no hand-counted parameter lists: search.engine.sql.execute(cursor, Fragment/compose(...)) only
+    offences = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in (ROOT / "search" / "engine").rglob("*.py") if path.name != "sql.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1) if ".execute(" in line
+    ]
+    assert offences == []
+
+
+def test_dead_code_fails_lint_and_names_the_definition(tmp_path: Path) -> None:
+    # given a copy of the tree with a function nothing calls
+    for package in (*PACKAGES, "config", "tests", "templates", "scripts"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__", "static"))
+    shutil.copy(ROOT / "manage.py", tmp_path / "manage.py")
+    probe = tmp_path / "search" / "engine" / "fusion.py"
+    probe.write_text(probe.read_text() + "\n\ndef fusion_nobody_calls() -> None:\n    return None\n")
+    # when the dead-code pass runs on it, then it fails and names the function; the real tree passes
+    dead = subprocess.run([sys.executable, str(tmp_path / "scripts" / "dead_code.py")], capture_output=True,
+                          text=True, timeout=300)
+    assert dead.returncode == 1
+    assert "search/engine/fusion.py" in dead.stdout and "fusion_nobody_calls" in dead.stdout
+    clean = subprocess.run([sys.executable, str(ROOT / "scripts" / "dead_code.py")], capture_output=True,
+                           text=True, timeout=300)
+    assert clean.returncode == 0, clean.stdout
+
+
 def _modules(package: str) -> list[Path]:
     return [p for p in (ROOT / package).rglob("*.py") if "migrations" not in p.parts]
 

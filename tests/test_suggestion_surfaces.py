@@ -9,7 +9,7 @@ from django.test import Client
 
 from mcp_api.schemas import FindArgs
 from mcp_api.tools import find_result
-from search.engine.retrieve import retrieve
+from search.engine import retrieve
 from search.principal import ANONYMOUS
 from search.types import RetrievalQuery
 from tests.factories import build, make_item

@@ -114,7 +114,7 @@ if env.env_str("KB_PROCESS_ROLE") == "web" and DB_POOL_MAX_SIZE:
 DATABASES = {"default": _default_db}
 # --- Read replicas (docs/engine.md, "Reads on replicas"): DATABASE_REPLICA_URLS, comma-separated PostgreSQL URLs
 # of streaming replicas of DATABASE_URL's server; each becomes the alias replica_1, replica_2, … Read-only search
-# paths read from them (search.engine.reads); writes, migrations and builds go to the primary (config.db_router).
+# paths read from them (search.replicas); writes, migrations and builds go to the primary (config.db_router).
 DATABASES.update(env.database_replicas(env.env_list("DATABASE_REPLICA_URLS", []), _default_db))
 DATABASE_REPLICAS = tuple(alias for alias in DATABASES if alias != "default")
 DATABASE_ROUTERS = ["config.db_router.ReplicaRouter"]

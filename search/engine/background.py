@@ -27,7 +27,8 @@ import numpy as np
 import numpy.typing as npt
 from django.conf import settings
 
-from search.engine.reads import read_connection
+from search.engine.sql import Fragment, execute
+from search.replicas import read_connection
 
 SAMPLE = 4000
 MAX_AGE_S = 600.0
@@ -115,26 +116,26 @@ def _sample(model: str, dims: int, newest_chunk_id: int) -> _Sample | None:
 def _take(model: str, dims: int, newest_chunk_id: int) -> _Sample | None:
     reader = read_connection()
     with reader.cursor() as cursor:
-        cursor.execute("SELECT min(id), max(id) FROM search_chunk WHERE embedding_model = %s", [model])
+        execute(cursor, Fragment("SELECT min(id), max(id) FROM search_chunk WHERE embedding_model = %s", (model,)))
         low, high = cursor.fetchone() or (None, None)
         if low is None or high is None:
             return None
         span = int(high) - int(low) + 1
         if span <= SAMPLE * 3 // 2:
-            cursor.execute(
+            execute(cursor, Fragment(
                 f"SELECT embedding::vector({int(dims)})::real[] FROM search_chunk "
                 "WHERE embedding_model = %s ORDER BY id",
-                [model],
-            )
+                (model,),
+            ))
         else:
             # Deterministic: the same corpus gives the same sample (evaluations and tests repeat exactly).
             rng = np.random.default_rng(zlib.crc32(model.encode()))
             ids = np.unique(rng.integers(int(low), int(high) + 1, size=SAMPLE * 3 // 2)).tolist()
-            cursor.execute(
+            execute(cursor, Fragment(
                 f"SELECT embedding::vector({int(dims)})::real[] FROM search_chunk "
                 "WHERE id = ANY(%s::bigint[]) AND embedding_model = %s LIMIT %s",
-                [ids, model, SAMPLE],
-            )
+                (ids, model, SAMPLE),
+            ))
         rows = [r[0] for r in cursor.fetchall()]
     if not rows:
         return None

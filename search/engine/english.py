@@ -22,9 +22,10 @@ from collections.abc import Sequence
 
 from django.conf import settings
 
-from search.engine.embeddings import EmbeddingProvider, HashEmbedder, provider_named
-from search.engine.reads import read_connection
+from search.embeddings.providers import EmbeddingProvider, HashEmbedder, provider_named
+from search.engine.sql import Fragment, execute
 from search.errors import EmbeddingUnavailable
+from search.replicas import read_connection
 
 logger = logging.getLogger(__name__)
 
@@ -58,12 +59,12 @@ def english_scores(
     dims = int(provider.dimensions)
     literal = "[" + ",".join(repr(float(v)) for v in vector) + "]"
     with read_connection().cursor() as cursor:
-        cursor.execute(
+        execute(cursor, Fragment(
             f"SELECT c.id, 1 - (e.embedding::vector({dims}) <=> %s::vector({dims})) "
             "FROM search_chunk c JOIN search_embeddingcache e ON e.model = %s AND e.text_hash = c.embedding_hash "
             "WHERE c.id = ANY(%s::bigint[])",
-            [literal, provider.name, list(chunk_ids)],
-        )
+            (literal, provider.name, list(chunk_ids)),
+        ))
         return {int(chunk_id): float(score) for chunk_id, score in cursor.fetchall()}
 
 

@@ -14,15 +14,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from django.core.cache import cache
 from rapidfuzz.distance import OSA
 
-from search.engine.reads import read_connection
 from search.engine.scope import chunk_column
-from search.engine.sql import Fragment
+from search.engine.sql import Fragment, compose, execute, join, param
 from search.models import Synonym
+from search.replicas import read_connection
 from search.text import analysis
 from search.text.query_parser import ParsedQuery
 
@@ -141,7 +140,7 @@ def corrections(words: list[str], *, max_distance: int = 2) -> dict[str, list[Co
         if form != word and word.endswith(form):
             lookups.append((word, form, word[: len(word) - len(form)]))
     with read_connection().cursor() as cursor:
-        cursor.execute(
+        execute(cursor, Fragment(
             """
             SELECT q.word, q.article, v.field, v.term, v.df
             FROM unnest(%s::text[], %s::text[], %s::text[]) AS q(word, lookup, article)
@@ -153,11 +152,11 @@ def corrections(words: list[str], *, max_distance: int = 2) -> dict[str, list[Co
             ) v
             WHERE levenshtein(v.term, q.lookup) <= %s
             """,
-            [
+            (
                 [w for w, _, _ in lookups], [f for _, f, _ in lookups], [a for _, _, a in lookups],
                 list(SUGGEST_FIELDS), SUGGEST_MAX_CHARS, SUGGEST_CANDIDATES, max_distance,
-            ],
-        )
+            ),
+        ))
         rows = cursor.fetchall()
     stops = analysis.all_stop_words()
     forms: dict[tuple[str, str], list[tuple[str, str, int]]] = {}
@@ -289,7 +288,6 @@ def readable_vocabulary(
     pairs = sorted(set(forms))
     if not pairs:
         return set()
-    items_query, items_params = items_sql.sql, list(items_sql.params)
     column = chunk_column(corpus)
     listed = [pair for pair in pairs if pair[0] in _CHUNK_PROBES]
     readable: set[tuple[str, str]] = set()
@@ -299,48 +297,57 @@ def readable_vocabulary(
         # complete list without a readable chunk settles it; a cut list, or chunks written since the build,
         # leave the form to the live probes below.
         if listed:
-            cursor.execute(
-                f"""
+            execute(cursor, compose(
+                """
                 SELECT q.kind, q.f,
                        EXISTS (SELECT 1 FROM unnest(p.chunk_ids) AS u(id) JOIN search_chunk c ON c.id = u.id
-                               WHERE c.{column} AND c.item_id IN ({items_query})) AS readable,
+                               WHERE c.{column} AND c.item_id IN ({items})) AS readable,
                        p.df > cardinality(p.chunk_ids) AS cut
-                FROM unnest(%s::text[], %s::text[]) AS q(kind, f)
+                FROM unnest({kinds}, {forms}) AS q(kind, f)
                 JOIN search_postings p ON p.field = q.kind AND p.term = q.f
                 """,
-                [*items_params, [k for k, _ in listed], [f for _, f in listed]],
-            )
+                column=column,
+                items=items_sql,
+                kinds=param([k for k, _ in listed], "text[]"),
+                forms=param([f for _, f in listed], "text[]"),
+            ))
             rows = cursor.fetchall()
             readable = {(kind, form) for kind, form, is_readable, _ in rows if is_readable}
             settled = {(kind, form) for kind, form, is_readable, cut in rows if is_readable or not cut}
         unsettled = [
             pair for pair in listed if pair not in readable and (pair not in settled or written_since_build)
         ]
-        parts: list[str] = []
-        params: list[Any] = []
+        parts: list[Fragment] = []
         for kind, probe in _CHUNK_PROBES.items():
             these = [f for k, f in unsettled if k == kind]
             if these:
-                parts.append(
-                    f"SELECT '{kind}'::text, q.f FROM unnest(%s::text[], %s::text[]) AS q(f, tq) "
-                    f"WHERE EXISTS (SELECT 1 FROM search_chunk c "
-                    f"WHERE c.{column} AND {probe} AND c.item_id IN ({items_query}))"
-                )
-                params += [these, [analysis.quote_lexeme(f) for f in these], *items_params]
+                parts.append(compose(
+                    "SELECT '{kind}'::text, q.f FROM unnest({forms}, {lexemes}) AS q(f, tq) "
+                    "WHERE EXISTS (SELECT 1 FROM search_chunk c "
+                    "WHERE c.{column} AND {probe} AND c.item_id IN ({items}))",
+                    kind=kind,
+                    forms=param(these, "text[]"),
+                    lexemes=param([analysis.quote_lexeme(f) for f in these], "text[]"),
+                    column=column,
+                    probe=probe,
+                    items=items_sql,
+                ))
         keywords = [f for k, f in pairs if k == "keyword"]
         if keywords:
             # The GIN index on search_keyword_words() finds the items; the reader's subquery and the corpus
             # (an item with a chunk in it) decide.
-            parts.append(
-                "SELECT 'keyword'::text, q.f FROM unnest(%s::text[]) AS q(f) "
+            parts.append(compose(
+                "SELECT 'keyword'::text, q.f FROM unnest({keywords}) AS q(f) "
                 "WHERE EXISTS (SELECT 1 FROM search_contentitem i "
                 "WHERE search_keyword_words(i.ai_keywords::text[], i.content_type) @> ARRAY[q.f] "
-                f"AND i.id IN ({items_query}) "
-                f"AND EXISTS (SELECT 1 FROM search_chunk c WHERE c.item_id = i.id AND c.{column}))"
-            )
-            params += [keywords, *items_params]
+                "AND i.id IN ({items}) "
+                "AND EXISTS (SELECT 1 FROM search_chunk c WHERE c.item_id = i.id AND c.{column}))",
+                keywords=param(keywords, "text[]"),
+                items=items_sql,
+                column=column,
+            ))
         if parts:
-            cursor.execute(" UNION ALL ".join(parts), params)
+            execute(cursor, join(parts, " UNION ALL "))
             readable |= {(kind, form) for kind, form in cursor.fetchall()}
     return readable
 

@@ -107,7 +107,8 @@ def corpus_language_shares(language_filter: str | None = None) -> tuple[tuple[st
     among the knowledge base's items (read at most every ``SHARES_MAX_AGE_S`` per process and database)."""
     if language_filter:
         return ((language_filter, 1.0),)
-    from search.engine.reads import read_connection
+    from search.engine.sql import execute
+    from search.replicas import read_connection
 
     reader = read_connection()
     key = (reader.alias, str(reader.settings_dict.get("NAME")))
@@ -115,7 +116,7 @@ def corpus_language_shares(language_filter: str | None = None) -> tuple[tuple[st
     if known is not None and time.monotonic() - known[1] <= SHARES_MAX_AGE_S:
         return known[0]
     with reader.cursor() as cursor:
-        cursor.execute("SELECT language, count(*) FROM search_contentitem GROUP BY language")
+        execute(cursor, "SELECT language, count(*) FROM search_contentitem GROUP BY language")
         counts = [(str(code or ""), int(n)) for code, n in cursor.fetchall()]
     total = sum(n for _, n in counts) or 1
     shares = tuple((code, n / total) for code, n in sorted(counts, key=lambda c: -c[1]) if code)

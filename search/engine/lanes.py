@@ -7,7 +7,7 @@ backend runs the first HNSW search about twice as slow: the threads here keep th
 like a request's (``CONN_MAX_AGE``, health checks) before each task.
 
 A task runs in a copy of the submitter's context (``contextvars``), so it reads from the database the caller
-reads from (``search.engine.reads``: a replica, or the primary), on the lane thread's own connection to it.
+reads from (``search.replicas``: a replica, or the primary), on the lane thread's own connection to it.
 
 When every lane thread is busy (a loaded server) ``submit`` returns None and the caller runs the lane
 itself: under load the cores are busy anyway, and a queue would only add waiting. A lane thread sees

@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from search.engine import expansion
-from search.engine.reads import read_connection
 from search.engine.scope import chunk_column
-from search.engine.sql import Fragment, compose, join, param
+from search.engine.sql import Fragment, compose, execute, join, param
+from search.replicas import read_connection
 from search.text.analysis import tsquery_any
 from search.text.query_parser import ParsedQuery, QueryTerm
 
@@ -102,13 +102,13 @@ def _statistics(
     fields = [k[0] for k in keys]
     terms = [k[1] for k in keys]
     with read_connection().cursor() as cursor:
-        cursor.execute(
+        execute(cursor, Fragment(
             "SELECT '', '', n_chunks, avg_body_len, max_chunk_id, (SELECT max(id) FROM search_chunk) "
             "FROM search_corpus_stats UNION ALL "
             "SELECT ts.field, ts.term, ts.df, 0, 0, 0 FROM search_term_stats ts "
             "JOIN unnest(%s::text[], %s::text[]) AS q(field, term) ON ts.field = q.field AND ts.term = q.term",
-            [fields, terms],
-        )
+            (fields, terms),
+        ))
         rows = cursor.fetchall()
     df = {(r[0], r[1]): int(r[2]) for r in rows if r[0]}
     row = next(((r[2], r[3], r[4], r[5]) for r in rows if not r[0]), (0, 1.0, 0, 0))
@@ -205,7 +205,7 @@ def _candidates(
         limit=param(limit),
     )
     with read_connection().cursor() as cursor:
-        cursor.execute(statement.sql, list(statement.params))
+        execute(cursor, statement)
         cut, chunk_ids = cursor.fetchone()
     return CandidatePool(list(chunk_ids), bool(cut))
 
@@ -482,7 +482,7 @@ class _ExactScoring:
     def hits(self, which: Fragment) -> list[LexicalHit]:
         statement = compose(_EXACT_SCORING, which=which, **self.parts)
         with read_connection().cursor() as cursor:
-            cursor.execute(statement.sql, list(statement.params))
+            execute(cursor, statement)
             rows = cursor.fetchall()
         n_terms = self.n_terms
         return [
@@ -561,5 +561,5 @@ def term_masks(
         ids=param(ids, "bigint[]"),
     )
     with read_connection().cursor() as cursor:
-        cursor.execute(statement.sql, list(statement.params))
+        execute(cursor, statement)
         return {int(k): int(m) for k, m in cursor.fetchall()}

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from search.engine.reads import read_connection
 from search.engine.rerank import ItemSignals
+from search.engine.sql import Fragment, execute
 from search.models import item_path
+from search.replicas import read_connection
 
 # The item, its latest and live revisions' title and summary, and its citation outcomes.
 _ITEMS_SQL = """
@@ -96,10 +97,11 @@ class ChunkRow:
 
 
 def _fetch(sql: str, ids: Collection[int]) -> list[tuple[Any, ...]]:
+    """The rows of ``sql``, whose one placeholder takes the ids."""
     if not ids:
         return []
     with read_connection().cursor() as cursor:
-        cursor.execute(sql, [list(ids)])
+        execute(cursor, Fragment(sql, (list(ids),)))
         return list(cursor.fetchall())
 
 

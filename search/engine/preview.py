@@ -32,14 +32,14 @@ from django.conf import settings
 from django.db import OperationalError, transaction
 from django.db.models.functions import Substr
 
-from search.engine import reads
+from search import replicas
 from search.engine.expansion import osa_distance
-from search.engine.reads import read_connection
 from search.engine.scope import ItemScope, chunk_column, corpus_for
-from search.engine.sql import Fragment, compose, join, param
+from search.engine.sql import Fragment, as_fragment, compose, execute, join, param
 from search.errors import InvalidQuery
 from search.models import ContentItem, item_path
 from search.principal import Principal
+from search.replicas import read_connection
 from search.text import analysis
 from search.text.highlight import plain_passage
 from search.text.query_parser import normalize_query_text
@@ -170,15 +170,15 @@ def _any_word_query(words: list[TypedWord], *, fuzzy: bool) -> str:
 
 
 def _within_budget(
-    sql: str, params: list[Any], budget_ms: int | None, *, setting: tuple[str, str] | None = None
+    statement: Fragment, budget_ms: int | None, *, setting: tuple[str, str] | None = None
 ) -> list[tuple[Any, ...]] | None:
-    """The rows of ``sql``, or None when it ran past ``budget_ms`` (cancelled by PostgreSQL, nothing left
+    """The rows of ``statement``, or None when it ran past ``budget_ms`` (cancelled by PostgreSQL, nothing left
     behind) or the budget is already too small to try. ``budget_ms`` None: no budget. ``setting`` (a
     PostgreSQL parameter name and value) applies to this statement only."""
     connection = read_connection()
     if budget_ms is None and setting is None:
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            execute(cursor, statement)
             return list(cursor.fetchall())
     if budget_ms is not None and budget_ms < MIN_STEP_MS:
         return None
@@ -196,7 +196,8 @@ def _within_budget(
             if setting:
                 prefix += f"SET LOCAL {setting[0]} = {setting[1]}; "
             try:
-                cursor.execute(f"{prefix}{sql}; SET LOCAL statement_timeout = 0; SELECT pg_sleep(0)", params)
+                tail = "; SET LOCAL statement_timeout = 0; SELECT pg_sleep(0)"
+                execute(cursor, as_fragment(prefix) + statement + tail)
                 while cursor.description is None and cursor.nextset():
                     pass
                 return list(cursor.fetchall())
@@ -208,22 +209,24 @@ def _within_budget(
             with transaction.atomic(using=connection.alias):
                 previous_timeout = None  # no budget: the timeout in force stays
                 if budget_ms is not None:
-                    cursor.execute(
+                    execute(cursor, Fragment(
                         "SELECT current_setting('statement_timeout'), set_config('statement_timeout', %s, true)",
-                        [str(budget_ms)],
-                    )
+                        (str(budget_ms),),
+                    ))
                     (previous_timeout, _) = cursor.fetchone()
                 previous_setting = None
                 if setting:
                     name, value = setting
-                    cursor.execute("SELECT current_setting(%s), set_config(%s, %s, true)", [name, name, value])
+                    execute(
+                        cursor, Fragment("SELECT current_setting(%s), set_config(%s, %s, true)", (name, name, value))
+                    )
                     previous_setting = (name, cursor.fetchone()[0])
-                cursor.execute(sql, params)
+                execute(cursor, statement)
                 rows = cursor.fetchall()
                 if outer and previous_timeout is not None:
-                    cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous_timeout])
+                    execute(cursor, Fragment("SELECT set_config('statement_timeout', %s, true)", (previous_timeout,)))
                 if outer and previous_setting:
-                    cursor.execute("SELECT set_config(%s, %s, true)", list(previous_setting))
+                    execute(cursor, Fragment("SELECT set_config(%s, %s, true)", previous_setting))
                 return list(rows)
         except OperationalError as exc:
             if getattr(exc.__cause__, "sqlstate", None) != "57014":  # not our budget running out
@@ -241,7 +244,7 @@ def preview_budgeted() -> bool:
     read_at, chunks = _corpus_size
     if time.monotonic() - read_at > 60:
         with read_connection().cursor() as cursor:
-            cursor.execute("SELECT n_chunks FROM search_corpus_stats")
+            execute(cursor, "SELECT n_chunks FROM search_corpus_stats")
             row = cursor.fetchone()
         chunks = int(row[0]) if row else 0
         _corpus_size = (time.monotonic(), chunks)
@@ -299,6 +302,7 @@ def typo_forms(words: list[TypedWord], budget_ms: int | None) -> list[TypedWord]
         return words
     columns = list(zip(*lookups, strict=True))
     rows = _within_budget(
+        Fragment(
         """
         SELECT DISTINCT q.i, t.term
         FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int[], %s::int[], %s::int[],
@@ -319,7 +323,8 @@ def typo_forms(words: list[TypedWord], budget_ms: int | None) -> list[TypedWord]
           AND levenshtein_less_equal(CASE WHEN q.prefix THEN left(t.term, length(q.word) + q.edits) ELSE t.term END,
                                      q.word, 2 * q.edits) <= 2 * q.edits
         """,
-        [list(c) for c in columns],
+        tuple(list(c) for c in columns),
+        ),
         budget_ms,
     )
     if rows is None:
@@ -357,7 +362,7 @@ def _typo_form(word: TypedWord, term: str) -> tuple[str, int] | None:
     return best
 
 
-@reads.replica_reads
+@replicas.replica_reads
 def preview_search(*, principal: Principal, text: str, limit: int = 8) -> list[PreviewHit]:
     """Search-as-you-type: the items whose title and body together hold every typed word (module docstring),
     titles that hold them all first, typo matches after exact ones; at most ``limit`` (≤ 20).
@@ -472,7 +477,7 @@ def _words_in_corpus(words: list[TypedWord], budget_ms: int | None) -> _WordsInC
         "SELECT q.*, (SELECT n_chunks FROM search_corpus_stats) FROM ({parts}) AS q",
         parts=join(parts, " UNION ALL "),
     )
-    rows = _within_budget(statement.sql, list(statement.params), budget_ms)
+    rows = _within_budget(statement, budget_ms)
     if rows is None:
         return None
     held = frozenset(i for i, is_held, *_ in rows if is_held)
@@ -652,7 +657,7 @@ def _matching_items(
         rest=rest,
     )
     if not step.newest_first or budget.left_ms() is None:  # on a small corpus the planner's plan is fast
-        rows = _within_budget(plain.sql, list(plain.params), budget.left_ms())
+        rows = _within_budget(plain, budget.left_ms())
     else:
         indexed = compose(
             f"""WITH m AS MATERIALIZED (SELECT r.id FROM search_revision r WHERE {where})
@@ -668,7 +673,7 @@ def _matching_items(
             attempts, shares = attempts[:1], (0.7,)
         rows = None
         for (statement, setting), share in zip(attempts, shares, strict=True):
-            rows = _within_budget(statement.sql, list(statement.params), budget.left_ms(share), setting=setting)
+            rows = _within_budget(statement, budget.left_ms(share), setting=setting)
             if rows is not None:
                 break
     if rows is None:
@@ -691,7 +696,7 @@ def _preview_hits(found: list[tuple[int, bool, bool]], words: list[TypedWord], *
         ids=param(ids),
     )
     with read_connection().cursor() as cursor:
-        cursor.execute(statement.sql, list(statement.params))
+        execute(cursor, statement)
         items = {row[0]: row for row in cursor.fetchall()}
     body = {item_id: fuzzy for item_id, in_title, fuzzy in found if not in_title}
     passages = _body_passages(body, words, corpus=corpus) if body else {}
@@ -748,7 +753,7 @@ def _body_passages(
         most=param(SNIPPET_CHUNKS),
     )
     with read_connection().cursor() as cursor:
-        cursor.execute(statement.sql, list(statement.params))
+        execute(cursor, statement)
         rows = cursor.fetchall()
     passages: dict[int, tuple[str, tuple[Span, ...]]] = {}
     for item_id, _, text in rows:

@@ -13,8 +13,8 @@ from typing import Any
 
 from django.conf import settings
 
-from search.engine.retrieve import retrieve
-from search.engine.vector import active_space
+from search.embeddings.spaces import searched_space
+from search.engine import retrieve
 from search.federation.protocol import MAX_HITS, PROTOCOL_VERSION, PeerAnswer, PeerHit, PeerInfo
 from search.models import ContentItem
 from search.types import Hit, RetrievalQuery
@@ -71,5 +71,5 @@ def federation_info() -> dict[str, Any]:
     """``GET /api/federation/info``: who we are and what we run (``federation_peer check`` on a peer)."""
     return PeerInfo(
         instance=settings.FEDERATION_INSTANCE_NAME, version=product_version(), protocol=PROTOCOL_VERSION,
-        embedding_model=active_space().model,
+        embedding_model=searched_space()[0],
     ).model_dump(mode="json")

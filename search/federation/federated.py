@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from search.engine.retrieve import retrieve
+from search.engine import retrieve
 from search.errors import InvalidQuery, SearchError
 from search.federation import client, peers
 from search.federation.answer import absolute_url, live_content_hashes

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from django.core.cache import cache
 from django.db.models import Count
 
-from search.engine import reads
+from search import replicas
 from search.engine.scope import corpus_for
+from search.filters import FILTER_COLUMNS, LIST_FILTERS
 from search.models import ContentItem
 from search.principal import ANONYMOUS, Principal
 
@@ -23,15 +24,7 @@ TOP_DOMAINS_TTL_S = 24 * 3600
 POPULAR_TOPICS_TTL_S = 3600
 FILTER_OPTIONS_TTL_S = 600
 # Fields offered as choices in the filter panel: URL parameter → ContentItem column.
-OPTION_FIELDS = {
-    "domain": "primary_domain",
-    "subtopic": "subtopic",
-    "content_type": "content_type",
-    "platform": "platform",
-    "author": "author_name",
-    "layer": "layer",
-    "source": "source",
-}
+OPTION_FIELDS = {name: FILTER_COLUMNS[name] for name in LIST_FILTERS}
 
 
 @dataclass(frozen=True)
@@ -44,7 +37,7 @@ def _public_items():  # type: ignore[no-untyped-def]
     return ContentItem.objects.searchable(ANONYMOUS, "live").filter(superseded_by__isnull=True)
 
 
-@reads.replica_reads
+@replicas.replica_reads
 def top_domains(*, limit: int = 3) -> list[DomainCount]:
     """The ``limit`` primary domains with the most public live items, most first (cached 24 h)."""
     key = f"browse:top_domains:v1:{limit}"
@@ -60,7 +53,7 @@ def top_domains(*, limit: int = 3) -> list[DomainCount]:
     return [DomainCount(d, c) for d, c in result]
 
 
-@reads.replica_reads
+@replicas.replica_reads
 def popular_topics(*, limit: int = 6) -> list[str]:
     """The most used AI keywords of public live items (cached 1 h): suggestions for an empty search box."""
     key = f"browse:popular_topics:v2:{limit}"
@@ -76,7 +69,7 @@ def popular_topics(*, limit: int = 6) -> list[str]:
     return topics
 
 
-@reads.replica_reads
+@replicas.replica_reads
 def filter_options(*, principal: Principal) -> dict[str, list[str]]:
     """Distinct values per filter field among items this principal may read (cached 10 min per principal)."""
     key = f"browse:filter_options:v1:{principal.cache_key}"
@@ -110,7 +103,7 @@ def _display_name(user) -> str:  # type: ignore[no-untyped-def]
     return (user.get_full_name() or user.get_username()).strip()
 
 
-@reads.replica_reads
+@replicas.replica_reads
 def card_extras(*, item_ids: Iterable[int]) -> dict[int, CardExtras]:
     """Thumbnail, quality score and verified-by name of the given items, in one query."""
     ids = set(item_ids)

@@ -19,7 +19,8 @@ from datetime import datetime
 
 from django.core.exceptions import EmptyResultSet
 
-from search.engine import passages, reads
+from search import replicas
+from search.engine import passages
 from search.models import ContentItem
 from search.principal import Principal
 from search.text import query_parser
@@ -45,7 +46,7 @@ def title_tsquery(parsed: query_parser.ParsedQuery) -> str:
     return " & ".join(f"({group})" for group in groups)
 
 
-@reads.replica_reads
+@replicas.replica_reads
 def closed_placeholders(
     *, principal: Principal, text: str, filters: SearchFilters | None = None, limit: int = MAX_PLACEHOLDERS
 ) -> list[ClosedItem]:
@@ -71,7 +72,7 @@ def closed_placeholders(
         items_sql, items_params = candidates.query.sql_with_params()
     except EmptyResultSet:  # the filters can match nothing (e.g. an id past the column's range)
         return []
-    with reads.read_connection().cursor() as cursor:
+    with replicas.read_connection().cursor() as cursor:
         cursor.execute(
             f"""
             SELECT DISTINCT i.id, i.updated_at FROM search_chunk c

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal
 
-from search.engine import reads
+from search import replicas
 from search.engine.cursors import cursor_decode, cursor_encode
 from search.engine.scope import corpus_for
 from search.errors import InvalidQuery, NotFound
@@ -26,7 +25,7 @@ def _storable(text: str) -> bool:
     return "\x00" not in text and not any("\ud800" <= ch <= "\udfff" for ch in text)
 
 
-@reads.replica_reads
+@replicas.replica_reads
 def item_get(
     *, principal: Principal, item_id: int | None = None, slug: str | None = None, external_id: str | None = None,
     corpus: Corpus = "live",
@@ -72,7 +71,7 @@ SORTS: dict[str, list[str]] = {
 INVALID_LISTING_CURSOR = "cursor is not valid for this listing; start again without it."
 
 
-@reads.replica_reads
+@replicas.replica_reads
 def items_list(
     *, principal: Principal, filters: SearchFilters | None = None, sort: BrowseSort = "newest",
     cursor: str | None = None, limit: int = 20, corpus: Corpus = "live",
@@ -95,9 +94,6 @@ def items_list(
     next_cursor = cursor_encode(offset=next_offset, fingerprint=sort) if next_offset < total else None
     return ItemPage(items, total, next_cursor)
 
-
-def item_updated_at(item: ContentItem) -> datetime:
-    return item.updated_at
 
 
 def revision_numbers(

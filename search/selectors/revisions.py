@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from search.engine import reads
+from search import replicas
 from search.errors import NotFound
 from search.models import Chunk, ContentItem, Revision
 from search.principal import Principal
@@ -78,7 +78,7 @@ def _readable_revision(item: ContentItem, principal: Principal, corpus: Corpus) 
     return revision
 
 
-@reads.replica_reads
+@replicas.replica_reads
 def item_read(*, principal: Principal, item_id: int, corpus: Corpus = "live") -> ReadView:
     """The whole text of the revision this principal reads. NotFound when unreadable."""
     item = item_get(principal=principal, item_id=item_id, corpus=corpus)
@@ -87,7 +87,7 @@ def item_read(*, principal: Principal, item_id: int, corpus: Corpus = "live") ->
     return ReadView(item, revision, "item", body, 0, len(body), (), None, revision_toc(revision))
 
 
-@reads.replica_reads
+@replicas.replica_reads
 def passage_read(
     *, principal: Principal, chunk_id: int, neighbours: int = 1, corpus: Corpus = "live"
 ) -> ReadView:
@@ -133,7 +133,7 @@ def passage_read(
     )
 
 
-@reads.replica_reads
+@replicas.replica_reads
 def item_quality(*, principal: Principal, item_id: int, corpus: Corpus = "live") -> QualityView:
     """The persisted quality score and review status of a readable item (nothing is computed here)."""
     item = item_get(principal=principal, item_id=item_id, corpus=corpus)

@@ -13,7 +13,7 @@ from django.db.models import Max
 from django.utils import timezone
 from django.utils.text import slugify
 
-from search.engine import reads
+from search import replicas
 from search.models import Chunk, ContentItem, IndexState, Revision
 from search.signals import index_marked_dirty
 from search.text import analysis
@@ -40,8 +40,8 @@ def index_mark_dirty() -> None:
     """Record that the term statistics are stale; the debounced build task picks it up.
 
     Every content write ends here, so this is also where the current request's caller is marked as having
-    written (read-your-writes: their next reads see the primary, ``search.engine.reads``)."""
-    reads.note_write()
+    written (read-your-writes: their next reads see the primary, ``search.replicas``)."""
+    replicas.note_write()
     now = timezone.now()
     updated = IndexState.objects.filter(pk=1).update(dirty=True, dirty_since=now)
     if not updated:
@@ -143,7 +143,7 @@ def item_save_revision(
         changed = True
     if changed:
         if author is not None and getattr(author, "pk", None):
-            reads.mark_written(keys=[reads.user_key(author.pk)])
+            replicas.mark_written(keys=[replicas.user_key(author.pk)])
         item.save(update_fields=["latest_revision", "live_revision", "updated_at", "published_at"])
         if not revision.chunked or not revision.chunks.exists():
             revision_chunk(revision=revision)

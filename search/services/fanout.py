@@ -33,8 +33,8 @@ from django.conf import settings
 from django.core.cache import cache
 
 from config.cache import CacheUnavailable
-from search.engine import vector
 from search.models import Chunk
+from search.services import spaces as space_writes
 from search.services import vector_index
 
 WAVE_KEY = "embeddings:fanout:wave"
@@ -93,7 +93,7 @@ def fanout_start(enqueue: Callable[[str, list[int]], None], *, batch_size: int =
         return 0
     queued = 0
     try:
-        ids = vector_index.embeddings_pending_by_priority(vector.active_space().model)
+        ids = vector_index.embeddings_pending_by_priority(space_writes.active_space().model)
         batches = [ids[i : i + batch_size] for i in range(0, len(ids), batch_size)]
         if not batches:
             cache.delete(WAVE_KEY)
@@ -186,7 +186,7 @@ def fanout_batch(
 
 def fanout_progress() -> FanoutProgress:
     current = Chunk.objects.current()
-    pending = int(vector_index.embeddings_pending(vector.active_space().model).count())
+    pending = int(vector_index.embeddings_pending(space_writes.active_space().model).count())
     wave = cache.get(WAVE_KEY) or {}
     done_key, embedded_key = _keys(str(wave.get("id")))
     embedded = int(cache.get(embedded_key) or 0) if wave else 0

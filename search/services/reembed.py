@@ -40,10 +40,11 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from search.engine import vector
-from search.engine.embeddings import EmbeddingProvider, embed_documents, get_provider, text_hash
+from search.embeddings import spaces
+from search.embeddings.providers import EmbeddingProvider, embed_documents, get_provider, text_hash
 from search.errors import EmbeddingUnavailable
 from search.models import Chunk, EmbeddingCache, EmbeddingSpace
+from search.services import spaces as space_writes
 from search.services import vector_index
 
 logger = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ def embeddings_backfill_run(
     """
     if provider is None:
         configured = get_provider()
-        space = vector.active_space(provider=configured)
+        space = space_writes.active_space(provider=configured)
         if (space.model, space.dimensions) == (configured.name, configured.dimensions):
             provider = configured
     _, done = _with_backoff(
@@ -142,7 +143,7 @@ def embeddings_backfill_run(
 
 def embeddings_pending_count(*, provider: EmbeddingProvider | None = None) -> int:
     """Chunks the backfill would embed (for progress bars)."""
-    return int(vector_index.embeddings_pending(vector.active_space(provider=provider).model).count())
+    return int(vector_index.embeddings_pending(space_writes.active_space(provider=provider).model).count())
 
 
 # --- the switch ------------------------------------------------------------------------------------------
@@ -184,7 +185,7 @@ def space_build_start(*, provider: EmbeddingProvider) -> EmbeddingSpace:
     retire any other building space (the configured model changed again)."""
     now = timezone.now()
     with transaction.atomic():
-        vector.space_lock()
+        space_writes.space_lock()
         EmbeddingSpace.objects.filter(state=State.BUILDING, active=False).exclude(model=provider.name).update(
             state=State.RETIRED
         )
@@ -290,7 +291,7 @@ def space_flip(
     started = time.monotonic()
     try:
         with transaction.atomic():
-            vector.space_lock()
+            space_writes.space_lock()
             target = EmbeddingSpace.objects.get(pk=space.pk)
             if target.active:
                 return FlipOutcome(status="already_active")
@@ -332,7 +333,7 @@ def space_flip(
             raise
         logger.warning("embedding space flip to %s rolled back (%s); retrying", model, sqlstate)
         return FlipOutcome(status="refused")
-    vector._known_spaces.clear()  # this process's lane reads the new space at once
+    spaces._known_spaces.clear()  # this process's lane reads the new space at once
     seconds = time.monotonic() - started
     logger.info(
         "embedding space flip: %s is active (%s chunks moved, %s stragglers, %s cleared, %.2f s)",
@@ -359,7 +360,7 @@ def _unused_indexes_drop(*, keep: EmbeddingSpace) -> list[str]:
 
 def _building_retire(*, keep_model: str) -> None:
     with transaction.atomic():
-        vector.space_lock()
+        space_writes.space_lock()
         EmbeddingSpace.objects.filter(state=State.BUILDING, active=False).exclude(model=keep_model).update(
             state=State.RETIRED
         )
@@ -491,7 +492,7 @@ def corpus_reembed(
     if same or previous is None or not _has_vectors(previous.model):
         # Nothing to keep searching meanwhile (or nothing to move): the model is (made) active at once and the
         # chunks lacking its vector are embedded into it.
-        space = previous if same and previous is not None else vector.space_activate(provider=provider)
+        space = previous if same and previous is not None else space_writes.space_activate(provider=provider)
         if previous is None or not same:
             logger.info(
                 "reembed: the vector lane now searches %s (was %s)", space.model, previous_model or "nothing"

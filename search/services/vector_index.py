@@ -14,11 +14,12 @@ from django.db import connection, transaction
 from django.db.models import Count, Exists, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
+from search.embeddings.providers import EmbeddingProvider, embed_documents, text_hash
+from search.embeddings.spaces import space_provider
 from search.engine import english
-from search.engine.embeddings import EmbeddingProvider, embed_documents, text_hash
-from search.engine.vector import active_space, space_lock, space_provider
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
 from search.models import Chunk, EmbeddingCache, EmbeddingSpace, ItemRead
+from search.services.spaces import active_space, space_lock
 
 logger = logging.getLogger(__name__)
 

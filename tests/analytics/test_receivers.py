@@ -13,7 +13,7 @@ from django.test import Client
 from analytics.models import QueryLog
 from mcp_api.schemas import FindArgs, ReadArgs
 from mcp_api.tools import find_tool, read_tool
-from search.engine.retrieve import retrieve
+from search.engine import retrieve
 from search.principal import ANONYMOUS, Principal
 from search.types import RetrievalQuery
 from tests.graphql_api.conftest import gql

@@ -83,7 +83,7 @@ def test_a_bad_allow_list_entry_says_how_to_fix_it() -> None:
 
 def test_zero_result_and_degraded_searches_are_counted(client: Client, corpus: Any, monkeypatch: Any) -> None:
     # given
-    from search.engine import vector
+    from search.embeddings import providers
 
     def sample(name: str, **labels: str) -> float:
         return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
@@ -96,7 +96,7 @@ def test_zero_result_and_degraded_searches_are_counted(client: Client, corpus: A
 
     # when
     post_search(client, "xylophone quasar")
-    monkeypatch.setattr(vector.get_provider(), "embed", broken)
+    monkeypatch.setattr(providers.get_provider(), "embed", broken)
     post_search(client, "pricing guide for tenders", threshold=0.0)  # degraded, not empty
     # then
     assert sample("kb_search_zero_results_total", surface="browse", tool="") == zero_before + 1

@@ -14,8 +14,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
 
-from benchmarks import bench, bench_corpus, bench_http, scratch_db
-from search.engine.embeddings import HashEmbedder
+from benchmarks import bench, bench_corpus, bench_http, bench_report, scratch_db
+from search.embeddings.providers import HashEmbedder
 from search.errors import SearchError
 
 SENTENCES = [
@@ -296,6 +296,31 @@ def test_bench_command_runs_end_to_end(
     assert "### What the preview's time budget costs in results" in markdown
     # and the searched relations were read into memory before anything was timed
     assert json.loads((report / "results.json").read_text())["build"]["200"]["prewarm_s"] > 0
+
+
+def test_bench_flip_switches_the_model_while_searches_run(
+    dataset: Path, django_db_setup, django_db_blocker
+) -> None:
+    # given a small corpus, no web server
+    out = io.StringIO()
+    with django_db_blocker.unblock():
+        call_command(
+            "bench", "--items", "60", "--queries", "8", "--baseline-queries", "2", "--warmup", "1", "--no-http",
+            "--embedding-texts", "0", "--flip", "--flip-window", "1", "--dataset", str(dataset), "--json",
+            stdout=out, stderr=io.StringIO(),
+        )
+    # when the flip ran with searches before, during and after it
+    flip = json.loads(out.getvalue().strip().splitlines()[-1])["flip"]["60"]
+    # then every current chunk moved to the new model in one flip, and no search failed
+    assert flip["outcome"] == "flipped" and flip["model"] == "hash-256"
+    assert flip["moved"] == flip["chunks"] > 0
+    searches = flip["searches"]
+    assert searches["before"]["count"] > 0 and searches["after"]["count"] > 0
+    assert all(window["errors"] == 0 for window in searches.values())
+    assert flip["writes"]["longest_wait_s"] >= 0.0
+    # and the report says it
+    lines = bench_report.flip_lines("60", flip)
+    assert any("Embedding-space flip (60 items" in line for line in lines)
 
 
 def test_bench_embedding_compares_the_engines_per_dataset(dataset: Path) -> None:

@@ -6,14 +6,14 @@ import pytest
 from django.test import override_settings
 
 from benchmarks import real_query
-from search.engine import embeddings, vector
-from search.engine.retrieve import retrieve
+from search.embeddings import providers, spaces
+from search.engine import retrieve, vector
 from search.principal import ANONYMOUS
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 
 
-class CountingEmbedder(embeddings.HashEmbedder):
+class CountingEmbedder(providers.HashEmbedder):
     """A stand-in for the default embedder that counts the queries it embeds."""
 
     name = "counting"
@@ -34,8 +34,8 @@ def test_each_search_embeds_its_query_with_the_real_embedder_never_from_the_cach
     make_item(title="Solar panel maintenance", body="Clean the panels twice a year.")
     build()
     real = CountingEmbedder()
-    monkeypatch.setattr(embeddings, "provider_named", lambda name: real)
-    monkeypatch.setattr(vector, "space_provider", vector.space_provider)  # restored after the test
+    monkeypatch.setattr(providers, "provider_named", lambda name: real)
+    monkeypatch.setattr(spaces, "space_provider", spaces.space_provider)  # restored after the test
     monkeypatch.setattr(vector, "query_embedding", vector.query_embedding)
     real_query.install()
 

@@ -165,15 +165,15 @@ def test_title_steps_past_their_budget_retry_walking_items_newest_first(
     calls: list[tuple[str, Any]] = []
     retry = False
 
-    def first_attempt_runs_out(sql: str, params: list[Any], budget_ms: int, *, setting: Any = None) -> Any:
+    def first_attempt_runs_out(statement: Any, budget_ms: int, *, setting: Any = None) -> Any:
         nonlocal retry
-        kind = _step_kind(sql)
+        kind = _step_kind(statement.sql)
         calls.append((kind, setting))
         if kind == "words":
-            return real(sql, params, budget_ms, setting=setting)
+            return real(statement, budget_ms, setting=setting)
         if kind == "title":
             retry = not retry
-            return real(sql, params, budget_ms, setting=setting) if not retry else None
+            return real(statement, budget_ms, setting=setting) if not retry else None
         return None
 
     monkeypatch.setattr(selectors, "_within_budget", first_attempt_runs_out)
@@ -215,10 +215,10 @@ def test_rare_words_ask_the_index_before_walking_items(client: Client, monkeypat
     real = selectors._within_budget
     settings_used: list[Any] = []
 
-    def spy(sql: str, params: list[Any], budget_ms: Any, *, setting: Any = None) -> Any:
-        if _step_kind(sql) == "title":
+    def spy(statement: Any, budget_ms: Any, *, setting: Any = None) -> Any:
+        if _step_kind(statement.sql) == "title":
             settings_used.append(setting)
-        return real(sql, params, budget_ms, setting=setting)
+        return real(statement, budget_ms, setting=setting)
 
     monkeypatch.setattr(selectors, "_within_budget", spy)
     # when
@@ -237,9 +237,9 @@ def test_a_word_no_item_holds_skips_straight_to_typos(client: Client, monkeypatc
     real = selectors._within_budget
     kinds: list[str] = []
 
-    def spy(sql: str, params: list[Any], budget_ms: Any, *, setting: Any = None) -> Any:
-        kinds.append(_step_kind(sql))
-        return real(sql, params, budget_ms, setting=setting)
+    def spy(statement: Any, budget_ms: Any, *, setting: Any = None) -> Any:
+        kinds.append(_step_kind(statement.sql))
+        return real(statement, budget_ms, setting=setting)
 
     monkeypatch.setattr(selectors, "_within_budget", spy)
     # when: "chekclist" is in no item, so no exact step can match
@@ -265,8 +265,8 @@ def test_a_step_that_runs_out_twice_shows_what_the_others_found(
     build()
     real = selectors._within_budget
 
-    def body_runs_out(sql: str, params: list[Any], budget_ms: int, *, setting: Any = None) -> Any:
-        return None if "r.preview_words" in sql else real(sql, params, budget_ms, setting=setting)
+    def body_runs_out(statement: Any, budget_ms: int, *, setting: Any = None) -> Any:
+        return None if "r.preview_words" in statement.sql else real(statement, budget_ms, setting=setting)
 
     monkeypatch.setattr(selectors, "_within_budget", body_runs_out)
     # when
@@ -287,9 +287,9 @@ def test_a_small_corpus_has_no_time_budget_so_a_loaded_machine_cannot_cut_its_pr
     budgets: list[Any] = []
     real = selectors._within_budget
 
-    def spy(sql: str, params: list[Any], budget_ms: Any, *, setting: Any = None) -> Any:
+    def spy(statement: Any, budget_ms: Any, *, setting: Any = None) -> Any:
         budgets.append(budget_ms)
-        return real(sql, params, budget_ms, setting=setting)
+        return real(statement, budget_ms, setting=setting)
 
     monkeypatch.setattr(selectors, "_within_budget", spy)
     # when

@@ -17,7 +17,7 @@ from django.db import connections
 from django.test import Client
 
 from config import health
-from search.engine import embeddings, vector
+from search.embeddings import providers, spaces
 from tests.deploy.processes import free_port, wait_until
 from tests.search.fake_openai import FakeOpenAI, serving
 
@@ -29,11 +29,11 @@ def _fresh_health_state() -> Iterator[None]:
     """Each test starts with no hung check, no cached API answer and the lane's model read afresh."""
     health._in_flight.clear()
     health._remote_answers.clear()
-    vector._lane_providers.clear()
+    spaces._lane_providers.clear()
     yield
     health._in_flight.clear()
     health._remote_answers.clear()
-    vector._lane_providers.clear()
+    spaces._lane_providers.clear()
 
 
 def _dead_url(scheme: str = "redis") -> str:
@@ -227,7 +227,7 @@ class _SlowModel:
 def test_a_cold_local_model_is_warming_never_waited_for(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     # given the lane's model not loaded in this process yet
     model = _SlowModel()
-    monkeypatch.setattr(vector, "lane_provider", lambda **_: model)
+    monkeypatch.setattr(spaces, "lane_provider", lambda **_: model)
 
     # when probed while it loads
     started = time.monotonic()
@@ -257,8 +257,8 @@ def test_an_api_model_must_answer_and_accept_the_key(
 ) -> None:
     # given the lane embedding with OpenAI (here: the local fake)
     settings.OPENAI_API_KEY, settings.OPENAI_BASE_URL = "sk-test", fake_openai.url
-    provider = embeddings.OpenAIEmbedder(model="text-embedding-3-large", dimensions=16)
-    monkeypatch.setattr(vector, "lane_provider", lambda **_: provider)
+    provider = providers.OpenAIEmbedder(model="text-embedding-3-large", dimensions=16)
+    monkeypatch.setattr(spaces, "lane_provider", lambda **_: provider)
 
     # when it answers, refuses the key, or is gone
     reachable = client.get("/readyz").json()

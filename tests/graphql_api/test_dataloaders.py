@@ -10,7 +10,7 @@ from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 
 from graphql_api.dataloaders import ContentItemByIdLoader, RevisionByIdLoader
-from search.engine.retrieve import retrieve
+from search.engine import retrieve
 from search.principal import ANONYMOUS
 from search.services import content
 from search.types import RetrievalQuery

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from search.engine.retrieve import retrieve
+from search.engine import retrieve
 from search.principal import ANONYMOUS
 from search.types import RetrievalQuery
 from tests.factories import build, make_item

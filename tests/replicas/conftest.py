@@ -6,12 +6,12 @@ copied once the test database exists and registered as the Django alias ``replic
 
 ``replica`` (per test; the test is marked ``@replica_db``: transactional, since rows must be committed to
 stream, and allowed to use ``replica_1``): the standby running, replaying and caught up, the one replica
-``search.engine.reads`` knows, probed once (healthy). The probe thread then waits ``REPLICA_PROBE_S`` = 1 h
-unless a test shortens it, so each test decides when replicas are probed (``reads.replicas_probe()``).
+``search.replicas`` knows, probed once (healthy). The probe thread then waits ``REPLICA_PROBE_S`` = 1 h
+unless a test shortens it, so each test decides when replicas are probed (``replicas.replicas_probe()``).
 
 ``second_replica_server`` (session) and ``two_replicas`` (per test, marked ``@two_replicas_db``): a second hot
 standby, alias ``replica_2``, copied only when a test asks for it; both running, caught up and probed, the two
-replicas ``search.engine.reads`` knows.
+replicas ``search.replicas`` knows.
 
 ``routed`` (per test): ``(monotonic time, database)`` of every read-only call while the test runs.
 """
@@ -49,7 +49,7 @@ def replica_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[Re
 
 @pytest.fixture
 def replica(replica_server: Replica, settings: Any) -> Iterator[Replica]:
-    from search.engine import reads
+    from search import replicas
 
     settings.REPLICA_PROBE_S = 3600.0
     settings.REPLICA_MAX_LAG_S = 5.0
@@ -58,7 +58,7 @@ def replica(replica_server: Replica, settings: Any) -> Iterator[Replica]:
     replica_server.resume_replay()
     replica_server.wait_caught_up()
     with replicas_configured("replica_1"):
-        reads.replicas_probe()
+        replicas.replicas_probe()
         yield replica_server
     if replica_server.running():
         replica_server.resume_replay()
@@ -80,7 +80,7 @@ def second_replica_server(replica_server: Replica, django_db_blocker: Any) -> It
 def two_replicas(
     replica_server: Replica, second_replica_server: Replica, settings: Any
 ) -> Iterator[tuple[Replica, Replica]]:
-    from search.engine import reads
+    from search import replicas
 
     settings.REPLICA_PROBE_S = 3600.0
     settings.REPLICA_MAX_LAG_S = 5.0
@@ -91,7 +91,7 @@ def two_replicas(
         server.resume_replay()
         server.wait_caught_up()
     with replicas_configured("replica_1", "replica_2"):
-        reads.replicas_probe()
+        replicas.replicas_probe()
         yield servers
     for server in servers:
         if server.running():

@@ -14,10 +14,11 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
-from search.engine import reads
-from search.engine.retrieve import retrieve
+from search import replicas
+from search.engine import retrieve
 from search.models import ContentItem
 from search.principal import ANONYMOUS, principal_for_user
+from search.replicas import freshness
 from search.services import content
 from search.signals import database_read
 from search.types import RetrievalQuery
@@ -59,7 +60,7 @@ def _paused(replica: Replica, settings: Any) -> None:
     make_item(title="Harbour crane manual", body="How the harbour cranes lift containers.")
     build()
     replica.wait_caught_up()
-    reads.replicas_probe()
+    replicas.replicas_probe()
     replica.pause_replay()
 
 
@@ -96,7 +97,7 @@ def test_an_editor_finds_what_they_saved_in_the_admin_while_visitors_read_the_re
     assert [hit["title"] for hit in found.json()["results"]] == ["Quay bollard inspection"]
     assert routed and set(routed) == {"default"}
     # ... and so does any other web process (the mark is in the shared cache, not only in this process)
-    reads._local_marks.clear()
+    freshness._local_marks.clear()
     routed.clear()
     assert editor_client.get("/items/quay-bollards").status_code == 200
     assert set(routed) == {"default"}
@@ -152,7 +153,7 @@ def test_the_window_closes_after_read_your_writes_s(replica: Replica, settings: 
     settings.READ_YOUR_WRITES_S = 1.0
     author = get_user_model().objects.create_user("brief")
     principal = principal_for_user(author)
-    reads.mark_written(keys=reads.principal_keys(principal))
+    replicas.mark_written(keys=replicas.principal_keys(principal))
     retrieve(query=RetrievalQuery(text="harbour", principal=principal))
     # when: the window has passed
     time.sleep(2.1)

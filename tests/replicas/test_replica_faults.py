@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from search.engine import reads
-from search.engine.retrieve import retrieve
+from search import replicas
+from search.engine import retrieve
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 from tests.support.replica import Replica, replica_db, server_reads, stop_under_load
@@ -32,7 +32,7 @@ def test_a_replica_stopped_under_load_costs_no_errors_and_is_used_again_once_bac
     settings.REPLICA_PROBE_S = 0.2
     _corpus()
     replica.wait_caught_up()
-    reads.replicas_reset()
+    replicas.replicas_reset()
     settings.RATELIMIT_ENABLE = False
     clients = [Client() for _ in range(4)]
 
@@ -64,16 +64,16 @@ def test_a_lagging_replica_is_skipped_past_the_limit_and_used_again_once_caught_
     settings.REPLICA_MAX_LAG_S = 1.0
     _corpus()
     replica.wait_caught_up()
-    assert reads.replicas_probe()["replica_1"].healthy
+    assert replicas.replicas_probe()["replica_1"].healthy
     # when: its replay pauses while the primary keeps writing
     replica.pause_replay()
     make_item(title="Quay bollard inspection", body="Bollards on the quay are inspected.")
     build()
     deadline = time.monotonic() + 20
-    while reads.replicas_probe()["replica_1"].healthy:
+    while replicas.replicas_probe()["replica_1"].healthy:
         assert time.monotonic() < deadline, "the paused replica never counted as lagging"
         time.sleep(0.2)
-    lag = reads.replica_health()["replica_1"].lag_s
+    lag = replicas.replica_health()["replica_1"].lag_s
     routed.clear()
     skipped = retrieve(query=RetrievalQuery(text="bollard inspection", threshold=0.1))
     # then: past the limit reads go to the primary (which has the new item) ...
@@ -83,7 +83,7 @@ def test_a_lagging_replica_is_skipped_past_the_limit_and_used_again_once_caught_
     # ... and once the replica has replayed it, back to the replica
     replica.resume_replay()
     replica.wait_caught_up()
-    assert reads.replicas_probe()["replica_1"].healthy
+    assert replicas.replicas_probe()["replica_1"].healthy
     routed.clear()
     before = server_reads(replica.url, "search_chunk")
     back = retrieve(query=RetrievalQuery(text="bollard inspection", threshold=0.1))
@@ -97,20 +97,20 @@ def test_a_read_cut_off_on_the_replica_is_run_again_once_on_the_primary(replica:
     attempts: list[str] = []
 
     def read() -> bool:
-        attempts.append(reads.read_alias())
-        with reads.read_connection().cursor() as cursor:
+        attempts.append(replicas.read_alias())
+        with replicas.read_connection().cursor() as cursor:
             if len(attempts) == 1:
                 cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
             cursor.execute("SELECT pg_is_in_recovery()")
             return bool(cursor.fetchone()[0])
 
     # when
-    in_recovery = reads.replica_read(None, read)
+    in_recovery = replicas.replica_read(None, read)
     # then: it ran once more, on the primary; the replica is skipped until a probe finds it answering
     assert attempts == ["replica_1", "default"] and in_recovery is False
-    assert reads.healthy_replicas() == []
-    assert reads.replicas_probe()["replica_1"].healthy
-    assert reads.replica_read(None, lambda: reads.read_alias()) == "replica_1"
+    assert replicas.healthy_replicas() == []
+    assert replicas.replicas_probe()["replica_1"].healthy
+    assert replicas.replica_read(None, lambda: replicas.read_alias()) == "replica_1"
 
 
 def test_a_failing_query_on_the_replica_is_not_retried(replica: Replica) -> None:
@@ -118,15 +118,15 @@ def test_a_failing_query_on_the_replica_is_not_retried(replica: Replica) -> None
     attempts: list[str] = []
 
     def read() -> None:
-        attempts.append(reads.read_alias())
-        with reads.read_connection().cursor() as cursor:
+        attempts.append(replicas.read_alias())
+        with replicas.read_connection().cursor() as cursor:
             cursor.execute("SELECT no_such_column FROM search_chunk")
 
     # when / then: the error reaches the caller, the replica stays in use
     with pytest.raises(Exception, match="no_such_column"):
-        reads.replica_read(None, read)
+        replicas.replica_read(None, read)
     assert attempts == ["replica_1"]
-    assert reads.healthy_replicas() == ["replica_1"]
+    assert replicas.healthy_replicas() == ["replica_1"]
 
 
 def test_a_restarted_replica_of_a_quiet_primary_is_used_again_without_waiting_for_a_write(
@@ -145,7 +145,7 @@ def test_a_restarted_replica_of_a_quiet_primary_is_used_again_without_waiting_fo
     deadline = started + 20
     states = []
     while time.monotonic() < deadline:
-        state = reads.replicas_probe()["replica_1"]
+        state = replicas.replicas_probe()["replica_1"]
         states.append((state.healthy, state.lag_s))
         if state.healthy:
             break
@@ -154,4 +154,4 @@ def test_a_restarted_replica_of_a_quiet_primary_is_used_again_without_waiting_fo
     # not wait for the primary's next write (without one, PostgreSQL's own WAL comes every 15 s at best)
     assert states[-1] == (True, 0.0), states[-5:]
     assert time.monotonic() - started < 5.0, (time.monotonic() - started, len(states))
-    assert reads.replica_read(None, lambda: reads.read_alias()) == "replica_1"
+    assert replicas.replica_read(None, lambda: replicas.read_alias()) == "replica_1"

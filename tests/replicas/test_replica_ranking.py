@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import psycopg
 
-from search.engine import reads
-from search.engine.retrieve import retrieve
+from search import replicas
+from search.engine import retrieve
 from search.principal import ANONYMOUS, Principal
 from search.services import indexing
 from search.types import RetrievalQuery
@@ -39,7 +39,7 @@ def _rankings() -> dict[tuple[str, str, str], list[int]]:
 
 
 def _on(alias: str) -> dict[tuple[str, str, str], list[int]]:
-    with reads.reading_on(alias):
+    with replicas.reading_on(alias):
         return _rankings()
 
 

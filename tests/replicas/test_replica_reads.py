@@ -6,8 +6,8 @@ import json
 
 from django.test import Client
 
-from search.engine import lanes, reads
-from search.engine.retrieve import retrieve
+from search import replicas
+from search.engine import lanes, retrieve
 from search.models import ContentItem
 from search.principal import ANONYMOUS
 from search.selectors.revisions import item_quality, item_read
@@ -34,7 +34,7 @@ def test_every_read_only_path_reads_from_the_replica_and_none_from_the_primary(r
     # given: a corpus committed on the primary and streamed to the replica
     items = _corpus()
     replica.wait_caught_up()
-    reads.replicas_probe()
+    replicas.replicas_probe()
     primary = primary_url()
     before = (server_reads(primary, "search_chunk"), server_reads(replica.url, "search_chunk"))
     client = Client()
@@ -65,12 +65,12 @@ def test_every_read_only_path_reads_from_the_replica_and_none_from_the_primary(r
 def test_lane_threads_read_from_the_callers_database(replica: Replica) -> None:
     # given: the caller reads on the replica
     def where() -> tuple[str, bool]:
-        with reads.read_connection().cursor() as cursor:
+        with replicas.read_connection().cursor() as cursor:
             cursor.execute("SELECT pg_is_in_recovery()")
-            return reads.read_alias(), cursor.fetchone()[0]
+            return replicas.read_alias(), cursor.fetchone()[0]
 
     # when: a task runs on a lane thread
-    with reads.reading_on("replica_1"):
+    with replicas.reading_on("replica_1"):
         future = lanes.lane_pool().submit(where)
         assert future is not None
         on_replica = future.result(timeout=30)

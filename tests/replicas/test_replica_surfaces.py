@@ -9,8 +9,8 @@ import httpx
 from django.db import connection
 from django.test import Client
 
-from search.engine import reads
-from search.engine.retrieve import retrieve
+from search import replicas
+from search.engine import retrieve
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 from tests.mcp_api.client import asgi_server, mcp_calls
@@ -61,7 +61,7 @@ def test_metrics_show_reads_per_database_and_the_lag_of_each_replica(replica: Re
     make_item(title="Harbour crane manual", body="Harbour cranes lift containers.")
     build()
     replica.wait_caught_up()
-    reads.replicas_probe()
+    replicas.replicas_probe()
     client = Client()
 
     def scrape() -> str:
@@ -70,7 +70,7 @@ def test_metrics_show_reads_per_database_and_the_lag_of_each_replica(replica: Re
     start = scrape()
     retrieve(query=RetrievalQuery(text="harbour crane"))
     client.get("/api/search/preview", {"q": "harb"})
-    reads.mark_written(keys=["user:42"])
+    replicas.mark_written(keys=["user:42"])
     from search.principal import Principal
 
     retrieve(query=RetrievalQuery(text="harbour crane", principal=Principal(kind="user", user_id=42)))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from search.engine import reads
-from search.engine.retrieve import retrieve
+from search import replicas
+from search.engine import retrieve
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 from tests.support.replica import Replica, primary_url, server_reads, stop_under_load, two_replicas_db
@@ -22,7 +22,7 @@ def _corpus(servers: tuple[Replica, Replica]) -> None:
     build()
     for server in servers:
         server.wait_caught_up()
-    reads.replicas_probe()
+    replicas.replicas_probe()
 
 
 def test_reads_spread_over_both_replicas_and_none_reach_the_primary(
@@ -53,7 +53,7 @@ def test_a_stopped_replica_sends_its_reads_to_the_other_not_to_the_primary(
     settings.REPLICA_PROBE_S = 0.2
     settings.RATELIMIT_ENABLE = False
     _corpus(two_replicas)
-    reads.replicas_reset()
+    replicas.replicas_reset()
 
     def search(number: int) -> tuple[bool, str]:
         hits = len(retrieve(query=QUERY).hits)
@@ -78,23 +78,23 @@ def test_a_read_cut_off_on_one_replica_runs_again_on_the_other_then_on_the_prima
         attempts: list[str] = []
 
         def read() -> bool:
-            attempts.append(reads.read_alias())
-            with reads.read_connection().cursor() as cursor:
+            attempts.append(replicas.read_alias())
+            with replicas.read_connection().cursor() as cursor:
                 if len(attempts) <= times:
                     cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
                 cursor.execute("SELECT pg_is_in_recovery()")
                 return bool(cursor.fetchone()[0])
 
-        return attempts, reads.replica_read(None, read)
+        return attempts, replicas.replica_read(None, read)
 
     # when / then: cut once, it runs again on the other replica (a server in recovery), not on the primary
     attempts, in_recovery = cut_off(1)
     assert sorted(attempts) == ["replica_1", "replica_2"] and in_recovery is True
-    assert reads.healthy_replicas() == [alias for alias in ("replica_1", "replica_2") if alias != attempts[0]]
+    assert replicas.healthy_replicas() == [alias for alias in ("replica_1", "replica_2") if alias != attempts[0]]
     # cut on both replicas, it ends on the primary: each database once
-    reads.replicas_probe()
+    replicas.replicas_probe()
     attempts, in_recovery = cut_off(2)
     assert sorted(attempts[:2]) == ["replica_1", "replica_2"] and attempts[2:] == ["default"]
-    assert in_recovery is False and reads.healthy_replicas() == []
-    assert sorted(reads.replicas_probe()) == ["replica_1", "replica_2"]
-    assert reads.healthy_replicas() == ["replica_1", "replica_2"]
+    assert in_recovery is False and replicas.healthy_replicas() == []
+    assert sorted(replicas.replicas_probe()) == ["replica_1", "replica_2"]
+    assert replicas.healthy_replicas() == ["replica_1", "replica_2"]

@@ -8,7 +8,7 @@ import importlib
 import pytest
 from django.db import connection
 
-from search.engine.retrieve import retrieve
+from search.engine import retrieve
 from search.models import ContentItem, IndexState
 from search.types import RetrievalQuery
 from tests.factories import build, make_item

@@ -21,9 +21,9 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from search.engine import vector
 from search.models import Chunk, ContentItem, IndexState, JobRun, ReviewStatus
 from search.services import jobs, vector_index
+from search.services import spaces as space_writes
 from search.tasks import (
     INDEX_DEBOUNCE_S,
     embeddings_backfill_task,
@@ -153,7 +153,7 @@ def test_backfill_task_embeds_missing_chunks_and_is_idle_otherwise() -> None:
 
     # then
     assert "2 item(s) touched" in first and second == "embeddings_backfill: nothing to embed"
-    assert not vector_index.embeddings_pending(vector.active_space().model).exists()
+    assert not vector_index.embeddings_pending(space_writes.active_space().model).exists()
     assert JobRun.objects.filter(job=jobs.EMBEDDINGS_BACKFILL).count() == 1
 
 

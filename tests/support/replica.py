@@ -12,7 +12,7 @@ A small API over ``config.standby`` (which ``manage.py bench --replica`` uses to
 ``Replica`` (``config.standby.Standby``):
     ``.url`` (``postgresql://…`` of ``database`` on the replica), ``.port``, ``.url_for(name)``,
     ``.stop(mode="fast" | "immediate")``, ``.start()``, ``.running()``, ``.pid()``,
-    ``.pause_replay()``, ``.resume_replay()``, ``.lag_s()`` (seconds behind, ``search.engine.reads.LAG_SQL``;
+    ``.pause_replay()``, ``.resume_replay()``, ``.lag_s()`` (seconds behind, ``search.engine.replicas.LAG_SQL``;
     None when it does not answer), ``.wait_caught_up(timeout=30)``, ``.destroy()`` (stop and delete).
     Every replica is also stopped and deleted when the test process exits (no orphan servers).
 
@@ -27,7 +27,7 @@ A small API over ``config.standby`` (which ``manage.py bench --replica`` uses to
     ``@replica_db`` (``django_db(transaction=True, databases=["default", "replica_1"])``).
 
 ``replicas_configured(*aliases)`` (context manager)
-    Make ``aliases`` the replicas ``search.engine.reads`` reads from, for the block (fresh health state), and
+    Make ``aliases`` the replicas ``search.replicas`` reads from, for the block (fresh health state), and
     close every connection to them on exit.
 
 ``stop_under_load(replica, search, *, threads) -> Outage``
@@ -134,23 +134,23 @@ def remove_replica_alias(alias: str = "replica_1") -> None:
 
 @contextlib.contextmanager
 def replicas_configured(*aliases: str) -> Iterator[tuple[str, ...]]:
-    """Make ``aliases`` the replicas ``search.engine.reads`` reads from (``settings.DATABASE_REPLICAS``), with
+    """Make ``aliases`` the replicas ``search.replicas`` reads from (``settings.DATABASE_REPLICAS``), with
     fresh health state and read-your-writes marks; on exit every connection to them (this thread's, the lane
     threads', the prober's) is closed and the setting restored."""
     from django.conf import settings
     from django.db import connections
 
-    from search.engine import reads
+    from search import replicas
     from search.engine.lanes import lane_pool_close
 
     previous = getattr(settings, "DATABASE_REPLICAS", ())
     settings.DATABASE_REPLICAS = tuple(aliases)
-    reads.replicas_reset()
+    replicas.replicas_reset()
     try:
         yield tuple(aliases)
     finally:
         lane_pool_close()  # lane threads close their connections (to the replicas too) as they stop
-        reads.replicas_reset()
+        replicas.replicas_reset()
         for alias in aliases:
             with contextlib.suppress(Exception):
                 connections[alias].close()

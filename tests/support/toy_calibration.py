@@ -63,8 +63,8 @@ def toy_fit(path: Path) -> dict[str, Any]:
     """Load the demo, record every kind of question and fit the table into ``path`` (inside a test with the
     database, on an empty knowledge base, with the hash embedder)."""
     from benchmarks import calibration
+    from search.embeddings.spaces import lane_model
     from search.engine import background
-    from search.engine.vector import lane_model
     from search.services import demo, indexing
 
     demo.demo_load()

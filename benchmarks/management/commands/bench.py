@@ -59,6 +59,15 @@ class Command(BaseCommand):
             help="skip the second load run, whose searches each embed the query afresh with the default embedder",
         )
         parser.add_argument(
+            "--flip",
+            action="store_true",
+            help="last at each size: switch the corpus to another embedding model (hash-256) while searches "
+            "run, and report the flip's time and the searches' latency before, during and after it",
+        )
+        parser.add_argument(
+            "--flip-window", type=float, default=20.0, help="seconds of searching before and after the flip"
+        )
+        parser.add_argument(
             "--no-federation",
             action="store_true",
             help="skip the federated latency (this instance and 2 peers, and each peer alone)",
@@ -108,11 +117,15 @@ class Command(BaseCommand):
             load_users=max(1, opts["load_users"]),
             real_embedding_load=not opts["no_real_embedding_load"],
             federation=not opts["no_federation"],
+            flip=opts["flip"],
+            flip_window_s=max(0.5, opts["flip_window"]),
             workers=max(1, opts["workers"]),
             keep_db=opts["keep_db"],
             replica=opts["replica"],
             embedding_texts=max(0, opts["embedding_texts"]),
         )
+        if options.flip and options.keep_db:
+            raise CommandError("--flip switches the corpus to another model: drop --keep-db (nothing to reuse).")
         if options.replica and (not options.http or options.load_seconds <= 0):
             raise CommandError("--replica compares load runs: drop --no-http and keep --load-seconds above 0.")
 

@@ -11,11 +11,12 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from benchmarks import calibration, crosslingual, evaluation, federated_eval, scratch_db
+from search.embeddings.spaces import lane_model
 from search.engine import confidence, english, lane_weights
-from search.engine.vector import active_space, lane_model
 from search.errors import SearchError
 from search.management.commands._progress import progress_bar
 from search.services import importer, indexing
+from search.services.spaces import active_space
 from search.services.vector_index import embeddings_pending
 
 # Vector-lane weights --calibrate tries (RRF weight beside the lexical lane's 1.0).

@@ -51,7 +51,7 @@ class Command(BaseCommand):
             call_command("migrate", interactive=False, verbosity=0)
             call_command("collectstatic", interactive=False, verbosity=0)
             # e5 for ONNX Runtime, converted once (about 10 s) before the web and worker processes need it
-            from search.engine.embeddings import embeddings_prepare
+            from search.embeddings.providers import embeddings_prepare
 
             embeddings_prepare()
             embed_in_worker = self._first_start(opts)
@@ -128,8 +128,8 @@ class Command(BaseCommand):
         """
         from django.contrib.auth import get_user_model
 
-        from search.engine.vector import active_space
         from search.services import demo, indexing
+        from search.services.spaces import active_space
         from search.services.vector_index import embeddings_pending
 
         User = get_user_model()

@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from search.engine.vector import active_space
 from search.services import indexing
+from search.services.spaces import active_space
 from search.services.vector_index import embeddings_pending
 
 from ._progress import progress_bar

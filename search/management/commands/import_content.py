@@ -5,9 +5,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from search.engine.vector import active_space
 from search.errors import SearchError
 from search.services import importer, indexing
+from search.services.spaces import active_space
 from search.services.vector_index import embeddings_pending
 
 from ._progress import progress_bar

@@ -11,8 +11,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from search.engine.retrieve import retrieve
-from search.engine.vector import lane_warm
+from search.embeddings.spaces import lane_warm
+from search.engine import retrieve
 from search.errors import SearchError
 from search.federation.federated import LOCAL, FederatedResult, federated_search, sources_parse
 from search.principal import Principal

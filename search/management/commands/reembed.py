@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from search.engine.embeddings import get_provider
+from search.embeddings.providers import get_provider
 from search.errors import EmbeddingUnavailable
 from search.models import EmbeddingSpace
 from search.services import jobs, reembed

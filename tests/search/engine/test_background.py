@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from django.db import connection
 
+from search.embeddings import spaces
 from search.engine import background, vector
 from search.engine.scope import ItemScope
 from search.principal import Principal
@@ -30,11 +31,11 @@ def test_a_corpus_smaller_than_the_minimum_has_no_background(settings) -> None:
     build()
     settings.SEARCH = {**settings.SEARCH, "BACKGROUND_MIN_CHUNKS": 200}
     query = vector.query_embedding("tides")
-    assert background.query_background(list(query), model=vector.lane_model(), dims=384, newest_chunk_id=0) is None
+    assert background.query_background(list(query), model=spaces.lane_model(), dims=384, newest_chunk_id=0) is None
 
 
 def _all_vectors() -> np.ndarray:
-    model, dims = vector.lane_model(), 384
+    model, dims = spaces.lane_model(), 384
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT embedding::vector({dims})::real[] FROM search_chunk WHERE embedding_model = %s",
                        [model])

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from search.engine import retrieve
 from search.engine.cursors import MAX_CURSOR_CHARS, MAX_OFFSET, cursor_decode, cursor_encode
-from search.engine.retrieve import retrieve
 from search.errors import InvalidCursor
 from search.principal import ANONYMOUS
 from search.selectors.items import items_list

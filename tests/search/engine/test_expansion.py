@@ -1,6 +1,6 @@
 import pytest
 
-from search.engine.retrieve import retrieve
+from search.engine import retrieve
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from search.engine import lane_weights
-from search.engine import vector as vector_service
-from search.engine.retrieve import retrieve
+from search.embeddings import spaces
+from search.engine import lane_weights, retrieve
 from search.models import Chunk
 from search.principal import Principal
 from search.services import importer
@@ -23,7 +22,7 @@ STAFF = Principal(kind="staff", all_content=True)
 def weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A table that says the test embedder is worth nothing on Arabic, half on French, all on English."""
     path = tmp_path / "lane_weights.json"
-    model = vector_service.lane_model()
+    model = spaces.lane_model()
     path.write_text(json.dumps({"models": {model: {"en": {"vector_weight": 1.0}, "fr": {"vector_weight": 0.5},
                                                    "ar": {"vector_weight": 0.0}}}}))
     monkeypatch.setattr(lane_weights, "TABLE_PATH", path)
@@ -81,7 +80,7 @@ def test_english_query_still_hybrid(weights: Path, mixed_corpus: None) -> None:
 @pytest.mark.django_db
 def test_half_weight_lowers_vector_only_hits(weights: Path, mixed_corpus: None) -> None:
     # a French query: the vector lane counts, at the weight measured for French
-    full = lane_weights.language_weight(vector_service.lane_model(), "fr")
+    full = lane_weights.language_weight(spaces.lane_model(), "fr")
     assert full == 0.5
     result = retrieve(query=RetrievalQuery(text="politique de prix de l'offre", principal=STAFF, threshold=0.0))
     assert result.hits[0].title == "Politique de prix"

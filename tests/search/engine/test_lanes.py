@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from search.engine import lanes
-from search.engine.retrieve import retrieve
+from search.engine import lanes, retrieve
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 

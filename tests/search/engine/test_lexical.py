@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from search.engine.retrieve import retrieve
+from search.engine import retrieve
 from search.principal import Principal
 from search.types import RetrievalQuery, SearchFilters
 from tests.factories import build, make_item

@@ -1,8 +1,8 @@
-"""``Hit.missing_words`` and the one definition of ``partial_match`` (search.engine.retrieve._Coverage)."""
+"""``Hit.missing_words`` and the one definition of ``partial_match`` (search.engine.pipeline._Coverage)."""
 
 import pytest
 
-from search.engine.retrieve import retrieve
+from search.engine import retrieve
 from search.principal import Principal
 from search.types import RetrievalQuery
 from tests.factories import build, make_item

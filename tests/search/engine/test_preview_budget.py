@@ -8,6 +8,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from search.engine import preview as selectors
+from search.engine.sql import Fragment
 
 pytestmark = pytest.mark.django_db(transaction=True)  # autocommit, as in a request
 
@@ -24,8 +25,7 @@ def test_a_step_within_its_budget_returns_its_rows_in_one_round_trip_with_its_se
     # when: a step with a budget and a planner setting
     with CaptureQueriesContext(connection) as queries:
         rows = selectors._within_budget(
-            "SELECT current_setting('statement_timeout'), current_setting('enable_bitmapscan'), %s",
-            ["x"],
+            Fragment("SELECT current_setting('statement_timeout'), current_setting('enable_bitmapscan'), %s", ("x",)),
             250,
             setting=("enable_bitmapscan", "off"),
         )
@@ -39,18 +39,18 @@ def test_a_step_within_its_budget_returns_its_rows_in_one_round_trip_with_its_se
 def test_a_step_past_its_budget_is_cancelled_and_the_connection_stays_usable() -> None:
     timeout_before = _show("statement_timeout")
     # when: the statement takes longer than its budget
-    rows = selectors._within_budget("SELECT pg_sleep(1)", [], 30)
+    rows = selectors._within_budget(Fragment("SELECT pg_sleep(1)"), 30)
     # then: None (cut short), and the session is unchanged and usable
     assert rows is None
     assert _show("statement_timeout") == timeout_before
-    assert selectors._within_budget("SELECT 1", [], 250) == [(1,)]
+    assert selectors._within_budget(Fragment("SELECT 1"), 250) == [(1,)]
 
 
 def test_inside_a_callers_transaction_the_budget_is_restored_before_the_transaction_goes_on() -> None:
     with transaction.atomic():
         before = _show("statement_timeout")
-        assert selectors._within_budget("SELECT 2", [], 250, setting=("enable_bitmapscan", "off")) == [(2,)]
-        assert selectors._within_budget("SELECT pg_sleep(1)", [], 30) is None
+        assert selectors._within_budget(Fragment("SELECT 2"), 250, setting=("enable_bitmapscan", "off")) == [(2,)]
+        assert selectors._within_budget(Fragment("SELECT pg_sleep(1)"), 30) is None
         # then: the caller's transaction still works and has its own settings
         assert (_show("statement_timeout"), _show("enable_bitmapscan")) == (before, "on")
 
@@ -59,13 +59,13 @@ def test_other_errors_are_raised_not_taken_for_a_spent_budget() -> None:
     from django.db import ProgrammingError
 
     with pytest.raises(ProgrammingError):
-        selectors._within_budget("SELECT no_such_column FROM search_chunk", [], 250)
-    assert selectors._within_budget("SELECT 3", [], 250) == [(3,)]
+        selectors._within_budget(Fragment("SELECT no_such_column FROM search_chunk"), 250)
+    assert selectors._within_budget(Fragment("SELECT 3"), 250) == [(3,)]
 
 
 def test_only_plain_setting_names_and_values_are_accepted(monkeypatch: Any) -> None:
     with pytest.raises(ValueError, match="not a PostgreSQL setting"):
-        selectors._within_budget("SELECT 1", [], 250, setting=("enable_bitmapscan; DROP TABLE x", "off"))
+        selectors._within_budget(Fragment("SELECT 1"), 250, setting=("enable_bitmapscan; DROP TABLE x", "off"))
 
 
 def test_a_budget_running_out_as_its_statement_ends_never_cancels_the_next_statement() -> None:
@@ -75,7 +75,7 @@ def test_a_budget_running_out_as_its_statement_ends_never_cancels_the_next_state
     failures = 0
     errors = []
     for attempt in range(1000):
-        selectors._within_budget("SELECT pg_sleep(%s)", [0.004 + (attempt % 5) * 0.0005], 5)
+        selectors._within_budget(Fragment("SELECT pg_sleep(%s)", (0.004 + (attempt % 5) * 0.0005,)), 5)
         # then: a statement outside any budget right after it always runs
         try:
             with connection.cursor() as cursor:

@@ -131,12 +131,12 @@ def test_the_typo_lookup_uses_indexes_not_a_scan_of_the_vocabulary(tenders: None
     captured: list[str] = []
     real = preview._within_budget
 
-    def explain(sql: str, params: list[Any], budget_ms: Any, *, setting: Any = None) -> Any:
+    def explain(statement: Any, budget_ms: Any, *, setting: Any = None) -> Any:
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL enable_seqscan = off")
-            cursor.execute("EXPLAIN " + sql, params)
+            cursor.execute("EXPLAIN " + statement.sql, list(statement.params))
             captured.append("\n".join(r[0] for r in cursor.fetchall()))
-        return real(sql, params, budget_ms, setting=setting)
+        return real(statement, budget_ms, setting=setting)
 
     preview._within_budget = explain  # type: ignore[assignment]
     try:

@@ -7,13 +7,14 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from search.engine import embeddings, rerank
+from search.embeddings import providers, spaces
+from search.engine import rerank, retrieve
 from search.engine import vector as vector_service
 from search.engine.fusion import rrf
-from search.engine.retrieve import retrieve
 from search.errors import EmbeddingModelMismatch, InvalidCursor, InvalidQuery
 from search.models import Chunk, EmbeddingSpace
 from search.principal import ANONYMOUS, Principal
+from search.services import spaces as space_writes
 from search.types import RetrievalQuery, SearchFilters
 from tests.factories import build, make_item
 
@@ -139,10 +140,10 @@ def test_vector_lane_sets_its_scan_settings_once_per_connection_and_notices_a_ch
     finally:
         # The closed connection left the test's transaction: what changed since is committed, so put the
         # active space back (a later test's searches would otherwise meet "other-model").
-        Chunk.objects.filter(pk=first[0].chunk_id).update(embedding_model=vector_service.lane_model())
+        Chunk.objects.filter(pk=first[0].chunk_id).update(embedding_model=spaces.lane_model())
         other.delete()
         EmbeddingSpace.objects.filter(pk__in=active).update(active=True)
-        vector_service.space_caches_forget()
+        spaces.space_caches_forget()
 
 
 @pytest.mark.django_db
@@ -162,7 +163,7 @@ def test_embedding_failure_degrades_to_lexical_within_budget(monkeypatch):
         time.sleep(5)
         return [[0.0]]
 
-    provider = vector_service.get_provider()
+    provider = providers.get_provider()
     monkeypatch.setattr(provider, "embed", hang)
     with override_settings(EMBEDDING_BUDGET_S=0.3):
         started = time.monotonic()
@@ -178,24 +179,24 @@ def test_a_configured_model_that_differs_keeps_the_active_space_and_an_unknown_o
     make_item(title="A", body="text")
     build()
     settings.HASH_EMBEDDING_DIMENSIONS = 64
-    embeddings._provider.cache_clear()
+    providers._provider.cache_clear()
     try:
         # another configured model: searches keep the active space (the switch builds the new one beside it)
-        assert vector_service.active_space().model == "hash-384"
+        assert space_writes.active_space().model == "hash-384"
         result = retrieve(query=RetrievalQuery(text="text"))
         assert not result.degraded and result.hits
         # a stored space no provider can embed queries for: lexical results, flagged, with the fix named
         EmbeddingSpace.objects.filter(active=True).update(model="word2vec-300")
         Chunk.objects.update(embedding_model="word2vec-300")
-        vector_service._known_spaces.clear()
+        spaces._known_spaces.clear()
         with pytest.raises(EmbeddingModelMismatch, match="reembed"):
             vector_service.query_embedding("text")
         result = retrieve(query=RetrievalQuery(text="text"))
         assert "embedding_model_mismatch" in result.degraded and result.hits
     finally:
         settings.HASH_EMBEDDING_DIMENSIONS = 384
-        embeddings._provider.cache_clear()
-        vector_service._known_spaces.clear()
+        providers._provider.cache_clear()
+        spaces._known_spaces.clear()
 
 
 @pytest.mark.django_db
@@ -413,7 +414,7 @@ def test_retrieve_query_count_is_pinned(django_assert_num_queries, name, pinned)
 def _vector_lookalikes(word: str, count: int) -> list[str]:
     """Made-up words the test embedder (feature hashing) puts close to ``word`` that share no letters' worth of
     words with it: the vector lane finds them near, the lexical lane never matches them."""
-    embedder = embeddings.HashEmbedder()
+    embedder = providers.HashEmbedder()
     target = embedder.embed([word])[0]
     found = []
     for n in range(200_000):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from django.conf import settings as django_settings
 
-from search.engine.retrieve import retrieve
+from search.engine import retrieve
 from search.types import SITE_THRESHOLD, RetrievalQuery
 from tests.factories import build, make_item
 

@@ -18,9 +18,9 @@ from django.db import connection
 from django.test import Client
 
 from config.management.commands.up import Command as UpCommand
-from search.engine import embeddings, vector
-from search.engine.embeddings import HashEmbedder, get_provider, provider_for_model, text_hash
-from search.engine.retrieve import retrieve
+from search.embeddings import providers, spaces
+from search.embeddings.providers import HashEmbedder, get_provider, provider_for_model, text_hash
+from search.engine import retrieve, vector
 from search.engine.scope import ItemScope
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
 from search.models import Chunk, EmbeddingCache, EmbeddingSpace, JobRun
@@ -39,9 +39,9 @@ WORDS = ["harbour", "cranes", "tide", "pricing", "tender", "margins", "berth", "
 @pytest.fixture(autouse=True)
 def _known_space_forgotten() -> Iterator[None]:
     """The process remembers the active space; each test's database starts without one."""
-    vector._known_spaces.clear()
+    spaces._known_spaces.clear()
     yield
-    vector._known_spaces.clear()
+    spaces._known_spaces.clear()
 
 
 @pytest.fixture
@@ -161,10 +161,10 @@ def _assert_switched(*, chunks: int) -> None:
 def test_provider_for_model_names_the_provider_of_each_space(settings) -> None:
     # given / when / then: the models this version embeds with, sharing the configured instances
     assert provider_for_model("hash-256", 256).dimensions == 256
-    assert provider_for_model("hash-384", 384) is embeddings._provider("hash", 384)
-    assert provider_for_model("all-MiniLM-L6-v2", 384) is embeddings._provider("local", 384)
-    assert provider_for_model("multilingual-e5-small-q4", 384) is embeddings._provider("e5", 0)
-    assert isinstance(provider_for_model("multilingual-e5-small-q4", 384), embeddings.E5Embedder)
+    assert provider_for_model("hash-384", 384) is providers._provider("hash", 384)
+    assert provider_for_model("all-MiniLM-L6-v2", 384) is providers._provider("local", 384)
+    assert provider_for_model("multilingual-e5-small-q4", 384) is providers._provider("e5", 0)
+    assert isinstance(provider_for_model("multilingual-e5-small-q4", 384), providers.E5Embedder)
     # and clear refusals, each saying how to fix it
     with pytest.raises(EmbeddingModelMismatch, match="manage.py reembed"):
         provider_for_model("word2vec-300", 300)
@@ -198,7 +198,7 @@ def test_while_the_new_space_builds_every_search_uses_the_whole_old_space(settin
 
     # when the configured model becomes hash-256 and the switch has staged one batch
     settings.HASH_EMBEDDING_DIMENSIONS = 256
-    vector._known_spaces.clear()  # (as a freshly started process would)
+    spaces._known_spaces.clear()  # (as a freshly started process would)
     space = reembed.space_build_start(provider=get_provider())
     assert reembed.space_stage(space=space, provider=get_provider(), deadline=time.monotonic()) is False
     part_way = {q: _lane(q) for q in QUERIES}
@@ -215,7 +215,7 @@ def test_while_the_new_space_builds_every_search_uses_the_whole_old_space(settin
         model, hits = part_way[q]
         assert model == OLD and _same(hits, before[q][1]) and _same(hits, exact[q])
         assert vector.query_embedding(q) == pytest.approx(HashEmbedder(384).embed([q])[0])
-    assert vector.lane_model() == OLD
+    assert spaces.lane_model() == OLD
     assert not hybrid.degraded and hybrid.hits
     # and the chunk written during the build is in the old space too (the build embeds it there)
     for q in QUERIES:
@@ -400,14 +400,14 @@ def test_a_query_vector_of_the_old_space_that_meets_the_new_one_is_embedded_agai
     item_vector = vector.item_vector(item.item_id, "live")
     assert query_vector.model == item_vector.model == OLD  # type: ignore[union-attr]
     reembed.corpus_reembed()
-    key = next(iter(vector._known_spaces), None) or (connection.alias, str(connection.settings_dict["NAME"]))
+    key = next(iter(spaces._known_spaces), None) or (connection.alias, str(connection.settings_dict["NAME"]))
 
     for stale in (True, False):
         # when this process still believes hash-384 is active (another process flipped), or knows better
         if stale:
-            vector._known_spaces[key] = (OLD, 384, time.monotonic())
+            spaces._known_spaces[key] = (OLD, 384, time.monotonic())
         else:
-            vector._known_spaces.clear()
+            spaces._known_spaces.clear()
         hits = vector.vector_search(vector=query_vector, corpus="live", items_sql=_items_sql(), limit=100)
         similar = vector.vector_search(
             vector=item_vector,  # type: ignore[arg-type]
@@ -423,7 +423,7 @@ def test_a_query_vector_of_the_old_space_that_meets_the_new_one_is_embedded_agai
         assert _same({h.chunk_id: h.similarity for h in hits}, _brute_force(text, 256))
         assert fresh_item is not None and fresh_item.model == NEW
         assert similar == expected_similar and similar
-    assert vector.lane_model() == NEW
+    assert spaces.lane_model() == NEW
 
 
 @pytest.mark.django_db
@@ -608,7 +608,7 @@ def test_up_on_a_mismatch_says_searches_keep_the_old_model_and_queues_the_switch
         "Embedding spaces)." in out.getvalue()
     )
     assert queued == [True]
-    assert vector.lane_model() == OLD
+    assert spaces.lane_model() == OLD
     # and without a worker it names the command instead
     out = StringIO()
     UpCommand(stdout=out, stderr=StringIO())._first_start({"no_demo": True, "no_worker": True})

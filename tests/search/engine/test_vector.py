@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from search.engine import embeddings, vector
+from search.embeddings import providers, spaces
+from search.engine import vector
 from search.engine.scope import ItemScope
 from search.principal import ANONYMOUS, Principal
 from tests.factories import build, make_item
@@ -56,7 +57,7 @@ def test_item_vector_is_none_for_a_draft_in_the_live_corpus() -> None:
 
 def test_query_embedding_embeds_a_query_once_then_reads_it_from_the_cache(monkeypatch: Any) -> None:
     calls: list[str] = []
-    real = embeddings.embed_query
+    real = providers.embed_query
 
     def counting(provider: Any, text: str) -> list[float]:
         calls.append(text)
@@ -68,5 +69,5 @@ def test_query_embedding_embeds_a_query_once_then_reads_it_from_the_cache(monkey
     second = vector.query_embedding("harbour tide table")
     # then the provider ran once, and both vectors are the same, of the active model
     assert calls == ["harbour tide table"]
-    assert list(first) == list(second) and first.model == second.model == vector.lane_model()
+    assert list(first) == list(second) and first.model == second.model == spaces.lane_model()
 

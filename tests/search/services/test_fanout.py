@@ -10,16 +10,16 @@ from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.utils import timezone
 
-from search.engine import vector
 from search.models import Chunk, ItemRead
 from search.services import fanout, vector_index
+from search.services import spaces as space_writes
 from tests.factories import make_item
 
 pytestmark = pytest.mark.django_db
 
 
 def pending_ids() -> set[int]:
-    return set(vector_index.embeddings_pending(vector.active_space().model).values_list("pk", flat=True))
+    return set(vector_index.embeddings_pending(space_writes.active_space().model).values_list("pk", flat=True))
 
 
 class Wave:

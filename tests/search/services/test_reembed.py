@@ -11,13 +11,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from search.engine import vector
-from search.engine.embeddings import HashEmbedder, OpenAIEmbedder, get_provider
-from search.engine.retrieve import retrieve
+from search.embeddings.providers import HashEmbedder, OpenAIEmbedder, get_provider
+from search.engine import retrieve
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
 from search.models import Chunk, EmbeddingSpace, JobRun
 from search.principal import Principal
 from search.services import jobs, reembed, vector_index
+from search.services import spaces as space_writes
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
 from tests.search.fake_openai import FakeOpenAI, fake_vector, serving
@@ -151,7 +151,7 @@ def test_reembed_moves_the_corpus_to_the_configured_model(settings) -> None:
     assert _index_exists("hash-384")
     settings.HASH_EMBEDDING_DIMENSIONS = 256
     # (searches keep the complete hash-384 space until the switch: no refusal any more)
-    assert vector.active_space().model == "hash-384"
+    assert space_writes.active_space().model == "hash-384"
     out = StringIO()
 
     # when
@@ -161,7 +161,7 @@ def test_reembed_moves_the_corpus_to_the_configured_model(settings) -> None:
     assert "from hash-384 (384 dims) to hash-256 (256 dims): 4 chunk(s) to embed" in out.getvalue()
     _assert_same_vectors(_stored("hash-256"), _expected(HashEmbedder(256)))
     assert not Chunk.objects.exclude(embedding_model="hash-256").exists()
-    space = vector.active_space()
+    space = space_writes.active_space()
     assert (space.model, space.dimensions) == ("hash-256", 256)
     assert list(EmbeddingSpace.objects.filter(active=True).values_list("model", flat=True)) == ["hash-256"]
     assert _index_exists("hash-256") and not _index_exists("hash-384")

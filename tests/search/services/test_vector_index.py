@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from search.engine import vector
+from search.embeddings import spaces
 from search.services import vector_index
 from tests.factories import build, make_item
 
@@ -19,13 +19,13 @@ def test_vector_index_ensure_creates_the_active_models_hnsw_index_once() -> None
     name = vector_index.vector_index_ensure()
     # a second call finds it and creates nothing
     assert vector_index.vector_index_ensure() == name
-    assert vector_index.vector_index_exists(vector.lane_model())
+    assert vector_index.vector_index_exists(spaces.lane_model())
 
 
 def test_the_backfill_embeds_only_chunks_without_a_vector_of_the_active_model() -> None:
     make_item(title="Harbour guide", body="Cranes and berths.")
     make_item(title="Bridge notes", body="Spans and tolls.")
-    model = vector.lane_model()
+    model = spaces.lane_model()
     pending = vector_index.embeddings_pending(model).count()
     assert pending >= 2
     # when

@@ -1,4 +1,4 @@
-"""New search-app reads used by browse: closed placeholders, top domains, filter options, card extras."""
+"""search.selectors.catalogue and .closed: closed placeholders, top domains, filter options, card extras."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ import pytest
 from django.contrib.auth.models import Group
 from django.core.cache import cache
 
-from search.engine.preview import preview_search, typed_words, word_spans
 from search.models import ContentItem
 from search.principal import ANONYMOUS, Principal, principal_for_user
 from search.selectors.catalogue import card_extras, filter_options, top_domains
 from search.selectors.closed import closed_placeholders
 from search.services.item_reads import item_mark_read
-from search.types import SearchFilters, Span
+from search.types import SearchFilters
 from tests.factories import build, make_item
 
 pytestmark = pytest.mark.django_db
@@ -112,61 +111,3 @@ def test_item_mark_read_is_idempotent(user: Any) -> None:
     item_mark_read(user_id=user.pk, item_id=item.pk)
     item_mark_read(user_id=user.pk, item_id=item.pk)
     assert item.reads.count() == 1
-
-
-def test_a_preview_step_past_its_budget_is_cancelled_and_the_session_is_left_as_it_was(db: Any) -> None:
-    from django.db import connection
-
-    from search.engine.preview import _within_budget
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT current_setting('statement_timeout'), current_setting('enable_bitmapscan')")
-        before = cursor.fetchone()
-    # a statement past the budget: cancelled by PostgreSQL, None instead of an error
-    assert _within_budget("SELECT pg_sleep(1)", [], 50) is None
-    # one within it: its rows; a per-statement setting applies to it only
-    assert _within_budget(
-        "SELECT current_setting('enable_bitmapscan')", [], 5000, setting=("enable_bitmapscan", "off")
-    ) == [("off",)]
-    with connection.cursor() as cursor:  # this test's transaction goes on with its own settings
-        cursor.execute("SELECT current_setting('statement_timeout'), current_setting('enable_bitmapscan')")
-        assert cursor.fetchone() == before
-        cursor.execute("SELECT pg_sleep(0.1)")  # no longer under a 50 ms budget
-
-
-@pytest.mark.parametrize(
-    ("text", "typed", "marked"),
-    [
-        ("Un ÉCRIT, deux écrits", "ecrit", ["ÉCRIT", "écrit"]),  # accents and case folded, every occurrence
-        ("Un ÉCRIT", "Écrit", ["ÉCRIT"]),
-        ("e\u0301crit", "ecrit", ["e\u0301crit"]),  # a decomposed accent stays inside the mark
-        ("crite\u0301rium", "crite", ["crite\u0301"]),  # ... also after the last letter
-        ("دليل الكِتَابةِ", "كتاب", ["كِتَاب"]),  # harakat ignored, kept inside the mark
-        ("A \ufb01le", "fil", ["\ufb01l"]),  # a ligature folds to two letters: the mark takes it whole
-        ("50% deposit, 50 %", "50%", ["50", "50"]),  # words only: the % is not one
-        ("aaaa", "aa", []),  # a word of two letters matches only whole
-        ("Pricing", "policy", []),
-        ("ΟΔΟΣ", "οδος", []),  # folds differently as a whole (final sigma): no mark rather than a wrong one
-        ("Rédiger une réponse à un appel d'offres", "reponse appel", ["réponse", "appel"]),
-        ("Tender submission rules", "submission tend", ["Tender"[:4], "submission"]),  # the last word: typed part
-        ("إدارة والغابات", "والغاب", ["والغاب"]),  # Arabic clitic and article
-        ("إدارة الغابات", "والغاب", ["الغاب"]),
-        ("إدارة الغابات", "غاب", ["غاب"]),
-    ],
-)
-def test_word_spans_are_offsets_in_the_text_as_written(text: str, typed: str, marked: list[str]) -> None:
-    # when
-    spans = word_spans(text, typed_words(typed))
-    # then
-    assert [text[s.start : s.end] for s in spans] == marked
-
-
-def test_preview_hits_carry_their_title_spans() -> None:
-    # given
-    make_item(title="Écrire un écrit", body="Texte.")
-    make_item(title="Autre", body="Un écrit.")
-    build()
-    # when
-    hits = preview_search(principal=ANONYMOUS, text="ÉCRIT")
-    # then
-    assert [(h.title, h.title_spans) for h in hits] == [("Écrire un écrit", (Span(10, 15),)), ("Autre", ())]

@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from search.embeddings import e5_onnx
-from search.engine import embeddings
+from search.embeddings import e5_onnx, providers
 from search.errors import EmbeddingUnavailable
 from tests.search.embeddings.test_e5_onnx import TEXTS
 from tests.search.fake_openai import FakeOpenAI, serving
@@ -54,11 +53,11 @@ def texts_sent(server: FakeOpenAI) -> list[str]:
 
 
 def test_the_servers_vectors_join_the_local_models_space(server_settings: Any, e5_server: FakeOpenAI) -> None:
-    remote = embeddings.OpenAIEmbedder()
-    local = embeddings.E5Embedder(engine="onnx")
+    remote = providers.OpenAIEmbedder()
+    local = providers.E5Embedder(engine="onnx")
 
     documents = np.asarray(remote.embed(TEXTS))
-    query = np.asarray(embeddings.embed_query(remote, "how are framework prices set"))
+    query = np.asarray(providers.embed_query(remote, "how are framework prices set"))
 
     # the same space: the name the local engine writes, vectors interchangeable with its own
     assert remote.name == local.name == "multilingual-e5-small-q4" and remote.dimensions == 384
@@ -70,34 +69,34 @@ def test_the_servers_vectors_join_the_local_models_space(server_settings: Any, e
     assert [len(r["input"]) for p, r in e5_server.requests if p.endswith("/embeddings")] == [2, 2, 1, 1]
     assert all("dimensions" not in r for _, r in e5_server.requests)  # only text-embedding-3 takes it
     # queries for that space can then be embedded on this machine's CPU, by the local engine
-    assert isinstance(embeddings.provider_for_model("multilingual-e5-small-q4", 384), embeddings.E5Embedder)
+    assert isinstance(providers.provider_for_model("multilingual-e5-small-q4", 384), providers.E5Embedder)
 
 
 def test_without_prefixes_the_vectors_are_not_e5s(server_settings: Any, e5_server: FakeOpenAI) -> None:
     server_settings.OPENAI_EMBEDDING_PREFIXES = "none"
     with pytest.raises(ImproperlyConfigured, match="needs e5's prefixes"):
-        embeddings.OpenAIEmbedder()  # e5's space cannot take vectors made without them
+        providers.OpenAIEmbedder()  # e5's space cannot take vectors made without them
     server_settings.OPENAI_EMBEDDING_SPACE = ""
     server_settings.OPENAI_EMBEDDING_DIMENSIONS = 384
-    remote = embeddings.OpenAIEmbedder()
+    remote = providers.OpenAIEmbedder()
     [vector] = remote.embed([TEXTS[0]])
     assert remote.name == "intfloat/multilingual-e5-small@384"
     assert texts_sent(e5_server) == [TEXTS[0]]
-    [prefixed] = embeddings.E5Embedder(engine="onnx").embed([TEXTS[0]])
+    [prefixed] = providers.E5Embedder(engine="onnx").embed([TEXTS[0]])
     assert float(np.asarray(vector) @ np.asarray(prefixed)) < 0.999
 
 
 def test_a_model_of_its_own_gets_a_space_of_its_own(server_settings: Any, e5_server: FakeOpenAI) -> None:
     server_settings.OPENAI_EMBEDDING_SPACE = ""
     server_settings.OPENAI_EMBEDDING_DIMENSIONS = 384
-    remote = embeddings.OpenAIEmbedder()
+    remote = providers.OpenAIEmbedder()
     # "auto" knows the model needs e5's prefixes; the space's name says they were used
     assert remote.name == "intfloat/multilingual-e5-small[e5]@384"
     assert len(remote.embed(["x"])[0]) == 384
     assert texts_sent(e5_server) == ["passage: x"]
     # the space's provider, found from its name alone, embeds queries the same way
-    again = embeddings.provider_for_model("intfloat/multilingual-e5-small[e5]@384", 384)
-    assert isinstance(again, embeddings.OpenAIEmbedder) and again.query_prefix == "query: "
+    again = providers.provider_for_model("intfloat/multilingual-e5-small[e5]@384", 384)
+    assert isinstance(again, providers.OpenAIEmbedder) and again.query_prefix == "query: "
 
 
 @pytest.mark.parametrize(
@@ -117,11 +116,11 @@ def test_a_server_answering_garbage_is_refused_with_a_reason(
 ) -> None:
     e5_server.mangle = mangle
     with pytest.raises(EmbeddingUnavailable, match=message):
-        embeddings.OpenAIEmbedder().embed(TEXTS[:2])
+        providers.OpenAIEmbedder().embed(TEXTS[:2])
 
 
 def test_a_failing_server_is_retried_then_answers(server_settings: Any, e5_server: FakeOpenAI) -> None:
     e5_server.fail_times = 1
-    [vector] = embeddings.OpenAIEmbedder().embed(["retry me"])
+    [vector] = providers.OpenAIEmbedder().embed(["retry me"])
     assert math.isclose(math.sqrt(sum(v * v for v in vector)), 1.0, rel_tol=1e-6)
     assert len(texts_sent(e5_server)) == 2

@@ -1,4 +1,4 @@
-"""search.selectors.revisions (tested here with the MCP read tool that uses it)."""
+"""search.selectors.revisions: an item's live body and contents, passages with their neighbours, quality."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 lexical lane + vector lane → weighted RRF → rerank → page; access and filters are applied in SQL
 inside each lane (before any cut), so no surface can leak and no page comes back short.
 
-In code: ``retrieve`` picks the database (``reads.replica_read``: primary or replica), then ``_search``:
+In code: ``retrieve`` picks the database (``replicas.replica_read``: primary or replica), then ``_search``:
 ``_plan_lanes`` → ``_run_lanes`` (the vector lane in a lane thread while this one runs the lexical lane, then
 ``_read_ahead`` until the vector lane answers) → ``_fuse`` (fusion and rerank) → ``_page``.
 """
@@ -24,6 +24,9 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.utils import timezone
 
+from search import replicas
+from search.embeddings import spaces
+from search.embeddings.providers import EmbeddingProvider
 from search.engine import (
     confidence,
     english,
@@ -33,16 +36,15 @@ from search.engine import (
     lexical,
     page_rows,
     passages,
-    reads,
     rerank,
     vector,
 )
 from search.engine.background import QueryBackground
 from search.engine.cursors import cursor_decode, cursor_encode
-from search.engine.embeddings import EmbeddingProvider
 from search.engine.scope import ItemScope
 from search.engine.sql import Fragment
 from search.errors import EmbeddingModelMismatch, EmbeddingUnavailable
+from search.filters import FILTER_COLUMNS
 from search.models import ContentItem
 from search.signals import search_performed
 from search.text import query_parser
@@ -51,7 +53,7 @@ from search.types import LANES, Hit, RetrievalQuery, RetrievalResult, Span
 logger = logging.getLogger(__name__)
 H = TypeVar("H", lexical.LexicalHit, vector.VectorHit)
 
-FACET_FIELDS = {"domain": "primary_domain", "content_type": "content_type", "layer": "layer", "language": "language"}
+FACET_FIELDS = {name: FILTER_COLUMNS[name] for name in ("domain", "content_type", "layer", "language")}
 
 
 @dataclass
@@ -118,14 +120,14 @@ def _vector_lane(
 
 
 def retrieve(*, query: RetrievalQuery) -> RetrievalResult:
-    """The search. Its reads run on one database (``search.engine.reads``: a healthy replica unless the
+    """The search. Its reads run on one database (``search.replicas``: a healthy replica unless the
     principal just wrote; retried once on the primary when the replica fails under it)."""
     # ``query`` checked itself when built (limit, threshold, granularity, mode, corpus and every filter).
     started = time.perf_counter()
     parsed = query_parser.parse(query.text)
     if not parsed.searchable and query.similar_to is None:
         return RetrievalResult()
-    searched = reads.replica_read(query.principal, partial(_search, query, parsed, started))
+    searched = replicas.replica_read(query.principal, partial(_search, query, parsed, started))
     if searched is None:
         return RetrievalResult()
     result, corpus = searched
@@ -143,7 +145,7 @@ def _suggestion_that_answers(query: RetrievalQuery, result: RetrievalResult) -> 
     suggested = dataclasses.replace(query, text=result.suggestion, cursor=None, limit=1, with_facets=False)
     parsed = query_parser.parse(suggested.text)
     if parsed.searchable:
-        found = reads.replica_read(query.principal, partial(_search, suggested, parsed, time.perf_counter()))
+        found = replicas.replica_read(query.principal, partial(_search, suggested, parsed, time.perf_counter()))
         if found is not None and found[0].total:
             return result
     return dataclasses.replace(result, suggestion=None)
@@ -172,8 +174,8 @@ def _search(
         if plan.english is not None and lanes_run.english_vector is not None else None
     )
     ordered = _fuse(
-        query, parsed, lanes_run.lexical.hits, lanes_run.vector, reach=offset + query.limit, reads=lanes_run.reads,
-        vector_weight=plan.vector_weight, english_lane=english_lane,
+        query, parsed, lanes_run.lexical.hits, lanes_run.vector, reach=offset + query.limit,
+        page_reads=lanes_run.page_reads, vector_weight=plan.vector_weight, english_lane=english_lane,
         # fewer hits than its depth: the lexical lane returned every chunk that holds a query word; counted so
         # only when one of them holds every word (a partial match, one word of a name in another language's
         # text, would take the first places from the vector lane's answers: -0.076 nDCG@10 on the
@@ -222,7 +224,7 @@ def _plan_lanes(query: RetrievalQuery, parsed: query_parser.ParsedQuery, offset:
     vector_weight = float(settings.SEARCH["VECTOR_WEIGHT"])
     english_provider, english_weight = None, 0.0
     if wants_lexical and wants_vector and query.similar_to is None:
-        model = vector.lane_model()
+        model = spaces.lane_model()
         shares = lane_weights.corpus_language_shares(query.filters.language)
         vector_weight = lane_weights.vector_weight(model, parsed.text, corpus_languages=shares)
         wants_vector = vector_weight > 0
@@ -244,7 +246,7 @@ def _plan_lanes(query: RetrievalQuery, parsed: query_parser.ParsedQuery, offset:
     # rows only, so never from inside a transaction (tests, a caller's atomic block).
     parallel = bool(
         wants_lexical and wants_vector and settings.SEARCH["LANE_THREADS"]
-        and not reads.read_connection().in_atomic_block
+        and not replicas.read_connection().in_atomic_block
     )
     return _LanePlan(
         wants_lexical, wants_vector, vector_weight, depth, vector_depth, parallel, english_provider, english_weight
@@ -259,7 +261,7 @@ class _LanesRun:
     lexical: lexical.LexicalOutcome
     vector: list[vector.VectorHit]
     degraded: tuple[str, ...]
-    reads: _PageReads
+    page_reads: _PageReads
     ran_lexical: bool = False
     ran_vector: bool = False
     background: QueryBackground | None = None
@@ -295,9 +297,9 @@ def _run_lanes(
             wait(running)  # never leave a lane running behind an error
             raise
         timings["lexical_ms"] = (time.perf_counter() - t) * 1000
-    reads = _PageReads(parsed, outcome.expansions)
+    page_reads = _PageReads(parsed, outcome.expansions)
     if pending is not None:
-        _read_ahead(reads, outcome.hits, pending, by_item=query.granularity == "item", offset=offset,
+        _read_ahead(page_reads, outcome.hits, pending, by_item=query.granularity == "item", offset=offset,
                     limit=query.limit)
     vec_hits: list[vector.VectorHit] = []
     degraded: list[str] = []
@@ -311,13 +313,13 @@ def _run_lanes(
     if english_vector is not None:
         en_vector = english_pending.result() if english_pending is not None else english_vector()
     return _LanesRun(
-        outcome, vec_hits, tuple(degraded), reads, ran_lexical=plan.lexical,
+        outcome, vec_hits, tuple(degraded), page_reads, ran_lexical=plan.lexical,
         ran_vector=plan.vector and background is not None, background=background, english_vector=en_vector,
     )
 
 
 def _read_ahead(
-    reads: _PageReads,
+    page_reads: _PageReads,
     lex_hits: list[lexical.LexicalHit],
     pending: Future[tuple[list[vector.VectorHit], QueryBackground | None, list[str], float]],
     *,
@@ -332,10 +334,10 @@ def _read_ahead(
     keys = [(h.item_id, h.chunk_id) for h in _first_per_key(lex_hits, by_item=by_item)]
     likely = keys[offset : offset + limit]
     steps: list[Callable[[], object]] = [
-        partial(reads.read_items, {item_id for item_id, _ in keys[: offset + 2 * limit]}),
-        partial(reads.read_chunks, {chunk_id for _, chunk_id in likely}),
-        *(partial(reads.prepare, item_id, chunk_id) for item_id, chunk_id in likely),
-        partial(reads.read_items, {h.item_id for h in lex_hits}),
+        partial(page_reads.read_items, {item_id for item_id, _ in keys[: offset + 2 * limit]}),
+        partial(page_reads.read_chunks, {chunk_id for _, chunk_id in likely}),
+        *(partial(page_reads.prepare, item_id, chunk_id) for item_id, chunk_id in likely),
+        partial(page_reads.read_items, {h.item_id for h in lex_hits}),
     ]
     for step in steps:
         if pending.done():
@@ -372,12 +374,12 @@ def _page(
     settling = (
         lanes.lane_pool().submit(partial(coverage.settle, shown, lex.expansions, corpus))
         if coverage.unsettled(shown) and settings.SEARCH["LANE_THREADS"]
-        and not reads.read_connection().in_atomic_block
+        and not replicas.read_connection().in_atomic_block
         else None
     )
     try:
         facets = _facets(ordered) if query.with_facets else {}
-        lanes_run.reads.read_page(shown)
+        lanes_run.page_reads.read_page(shown)
     except BaseException:
         if settling is not None:
             wait([settling])  # never leave the lookup running behind an error
@@ -386,13 +388,13 @@ def _page(
         settling.result()
     else:
         coverage.settle(shown, lex.expansions, corpus)
-    hits = _hits(page, lanes_run.reads, coverage)
+    hits = _hits(page, lanes_run.page_reads, coverage)
     partial_match = coverage.partial_match(ordered)
     timings["total_ms"] = (time.perf_counter() - started) * 1000
     return RetrievalResult(
         hits=tuple(hits), total=total, partial_match=partial_match, degraded=lanes_run.degraded,
         next_cursor=next_cursor, facets=facets, timings_ms=timings, suggestion=lex.suggestion,
-        nearest=tuple(_hits(nearest, lanes_run.reads, coverage)),
+        nearest=tuple(_hits(nearest, lanes_run.page_reads, coverage)),
     )
 
 
@@ -403,7 +405,7 @@ def _fuse(
     vec_hits: list[vector.VectorHit],
     *,
     reach: int,
-    reads: _PageReads,
+    page_reads: _PageReads,
     vector_weight: float,
     english_lane: _EnglishLane | None = None,
     lexical_complete: bool = False,
@@ -411,7 +413,7 @@ def _fuse(
     """Candidates best first. ``reach``: how many leading places must be exact (offset + limit);
     ``vector_weight``: the vector lane's fusion weight for this query (lane_weights); ``lexical_complete``: the
     lexical lane returned every chunk holding a query word, so a candidate it did not return holds none (BM25
-    0: ``fusion.zscore_fuse``'s ``absent``). The rerank's item rows come from ``reads`` (read there when
+    0: ``fusion.zscore_fuse``'s ``absent``). The rerank's item rows come from ``page_reads`` (read there when
     missing)."""
     by_item = query.granularity == "item"
     candidates: dict[int, _Candidate] = {}
@@ -464,10 +466,10 @@ def _fuse(
     bound = scores[reach - 1] if len(scores) >= reach else 0.0
     ceiling = rerank.max_factor()
     reachable = [c for c in candidates.values() if c.score * ceiling >= bound]
-    reads.read_items({c.item_id for c in reachable})
+    page_reads.read_items({c.item_id for c in reachable})
     now = timezone.now()
     for cand in reachable:
-        row = reads.items.get(cand.item_id)
+        row = page_reads.items.get(cand.item_id)
         if row is not None:
             cand.score *= rerank.rerank_factor(parsed, row.signals, now)
     return sorted(candidates.values(), key=lambda c: (-c.score, c.lanes.get("lexical", 10**9), c.key))
@@ -539,7 +541,7 @@ def _confide(
     matrix = confidence.features(candidates, evidence)
     # The lexical head does not depend on the embedding model; outside hybrid and vector searches the active
     # space is not read for it (the table's default holds every language's lexical head).
-    model = vector.lane_model() if lanes_run.ran_vector or query.mode == "hybrid" else "*"
+    model = spaces.lane_model() if lanes_run.ran_vector or query.mode == "hybrid" else "*"
     values = confidence.confidences(matrix, model=model, head=head, query_text=parsed.text)
     for cand, value in zip(ordered, values, strict=True):
         cand.confidence = float(value)
@@ -661,23 +663,23 @@ class _Coverage:
         return not any(self.masks.get(c.key, 0) == self.full for c in ordered)
 
 
-def _hits(page: list[_Candidate], reads: _PageReads, coverage: _Coverage) -> list[Hit]:
+def _hits(page: list[_Candidate], page_reads: _PageReads, coverage: _Coverage) -> list[Hit]:
     if not page:
         return []
-    reads.read_page(page)  # read already by _page; a no-op unless called on its own
+    page_reads.read_page(page)  # read already by _page; a no-op unless called on its own
     hits = []
     for cand in page:
-        item = reads.items.get(cand.item_id)
+        item = page_reads.items.get(cand.item_id)
         if item is None:  # deleted since the lanes read it
             continue
-        chunk = reads.chunks.get(cand.chunk_id)
-        prepared = reads.prepare(cand.item_id, cand.chunk_id)
+        chunk = page_reads.chunks.get(cand.chunk_id)
+        prepared = page_reads.prepare(cand.item_id, cand.chunk_id)
         if chunk is not None and prepared is not None:
             title, summary, toc_path = chunk.title, chunk.summary, chunk.toc_path
             passage, spans, title_spans = prepared
         else:
             (title, summary), toc_path = item.shown_revision(), ""
-            passage, spans, title_spans = "", [], passages.title_spans(title, reads.parsed)
+            passage, spans, title_spans = "", [], passages.title_spans(title, page_reads.parsed)
         hits.append(
             Hit(
                 item_id=item.pk,

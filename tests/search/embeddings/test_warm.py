@@ -15,9 +15,8 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
-from search.engine import embeddings
-from search.engine import vector as vector_service
-from search.engine.retrieve import retrieve
+from search.embeddings import providers, spaces
+from search.engine import retrieve
 from search.principal import Principal
 from search.types import RetrievalQuery
 from tests.factories import build, make_item
@@ -26,7 +25,7 @@ from tests.mcp_api.client import asgi_server
 STAFF = Principal(kind="staff", all_content=True)
 
 
-class SlowToLoad(embeddings.HashEmbedder):
+class SlowToLoad(providers.HashEmbedder):
     """The test embedder, with weights that take longer to load than the search budget allows."""
 
     def __init__(self, load_s: float) -> None:
@@ -48,7 +47,7 @@ class SlowToLoad(embeddings.HashEmbedder):
 def slow_model(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     def install() -> SlowToLoad:
         provider = SlowToLoad(load_s=0.6)
-        monkeypatch.setattr(vector_service, "space_provider", lambda model, dims: provider)
+        monkeypatch.setattr(spaces, "space_provider", lambda model, dims: provider)
         return provider
 
     return install
@@ -93,8 +92,8 @@ def test_the_first_search_a_web_process_serves_is_hybrid(settings) -> None:
     # given a knowledge base embedded with the English MiniLM, whose cold load (torch and weights) takes
     # seconds, longer than the default 1.5 s budget
     settings.EMBEDDING_PROVIDER = "local"
-    embeddings._provider.cache_clear()
-    vector_service._known_spaces.clear()
+    providers._provider.cache_clear()
+    spaces._known_spaces.clear()
     try:
         make_item(title="Harbour cranes", body="Crane operators follow harbour safety signals.")
         build()
@@ -109,5 +108,5 @@ def test_the_first_search_a_web_process_serves_is_hybrid(settings) -> None:
         assert data["degraded"] == []
         assert "vector" in data["results"][0]["lanes"]
     finally:
-        embeddings._provider.cache_clear()
-        vector_service._known_spaces.clear()
+        providers._provider.cache_clear()
+        spaces._known_spaces.clear()

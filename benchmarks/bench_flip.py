@@ -1,0 +1,146 @@
+"""``bench --flip``: the embedding-space switch at scale, measured while searches run (issue 34.5).
+
+On the bench corpus (hash-384 vectors, the active space) a switch to another model (``hash-256``) is staged
+the way ``reembed`` stages it, then ``reembed.space_flip`` runs while search threads run hybrid
+``retrieve()`` in a loop (each thread its own connections, as web processes have). Reported:
+
+- the flip's own time (it holds chunk writes for all of it: ``SHARE ROW EXCLUSIVE`` on ``search_chunk``),
+  and what it did (chunks moved, the new HNSW index built inside it);
+- every search's latency before, during and after the flip (p50, p99, max) and how many took over 1 s;
+- a write probe: a one-row chunk update every 0.5 s, and how long the longest one waited.
+
+Searches read the old space's rows and index until the flip commits (MVCC: no lock of the flip blocks a
+SELECT), and the next statement sees the new space whole.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection, connections
+
+from benchmarks.bench_stats import percentiles
+from search.embeddings.providers import provider_for_model
+from search.engine import RetrievalQuery, retrieve
+from search.models import Chunk
+from search.services import reembed
+
+NEW_MODEL, NEW_DIMENSIONS = "hash-256", 256
+SLOW_S = 1.0
+
+
+@dataclass
+class _Timeline:
+    """(started, seconds, ok) of each call, appended by one thread."""
+
+    calls: list[tuple[float, float, bool]] = field(default_factory=list)
+
+
+def _search_loop(queries: list[str], stop: threading.Event, out: _Timeline, offset: int) -> None:
+    i = offset
+    try:
+        while not stop.is_set():
+            text = queries[i % len(queries)]
+            i += 1
+            started = time.monotonic()
+            ok = True
+            try:
+                retrieve(query=RetrievalQuery(text=text, limit=20, threshold=0.0))
+            except Exception:  # noqa: BLE001 - counted, never fatal to the bench
+                ok = False
+            out.calls.append((started, time.monotonic() - started, ok))
+    finally:
+        connections.close_all()
+
+
+def _write_loop(stop: threading.Event, out: _Timeline, chunk_id: int) -> None:
+    try:
+        while not stop.is_set():
+            started = time.monotonic()
+            ok = True
+            try:
+                Chunk.objects.filter(pk=chunk_id).update(toc_path=f"probe {started:.3f}")
+            except Exception:  # noqa: BLE001
+                ok = False
+            out.calls.append((started, time.monotonic() - started, ok))
+            stop.wait(0.5)
+    finally:
+        connections.close_all()
+
+
+def _window(calls: list[tuple[float, float, bool]], start: float, end: float) -> dict[str, Any]:
+    """Calls that overlapped [start, end): count, errors, p50/p99/max ms and how many took over SLOW_S."""
+    inside = [(s, d, ok) for s, d, ok in calls if s < end and s + d >= start]
+    seconds = [d for _, d, _ in inside]
+    summary: dict[str, Any] = {"count": len(inside), "errors": sum(1 for *_, ok in inside if not ok)}
+    if seconds:
+        p = percentiles([d * 1000 for d in seconds])
+        summary.update(
+            p50_ms=p["p50_ms"], p99_ms=p["p99_ms"], max_ms=round(max(seconds) * 1000, 1),
+            over_1s=sum(1 for d in seconds if d > SLOW_S),
+        )
+    return summary
+
+
+def flip_measure(
+    queries: list[str], *, threads: int = 2, window_s: float = 20.0, log: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """Stage ``hash-256`` beside the active space, then flip while ``threads`` search threads and a write
+    probe run; ``window_s`` of searching before and after. Precondition: the default connection is on a
+    loaded bench corpus (a scratch database: the switch is not undone)."""
+    provider = provider_for_model(NEW_MODEL, NEW_DIMENSIONS)
+    chunks = Chunk.objects.current().count()
+    log(f"  flip: staging {chunks} chunks of {NEW_MODEL}")
+    started = time.monotonic()
+    space = reembed.space_build_start(provider=provider)
+    while not reembed.space_stage(space=space, provider=provider):
+        pass
+    stage_s = time.monotonic() - started
+    log(f"  flip: staged in {stage_s:.1f} s; searching {window_s:.0f} s before, during and after the flip")
+    probe_id = Chunk.objects.order_by("pk").values_list("pk", flat=True).first()
+    connection.close()  # the threads open their own; the flip below opens a fresh one
+    stop = threading.Event()
+    searches = [_Timeline() for _ in range(threads)]
+    writes = _Timeline()
+    workers = [
+        threading.Thread(target=_search_loop, args=(queries, stop, searches[n], n * 7), name=f"flip-search-{n}")
+        for n in range(threads)
+    ]
+    if probe_id is not None:
+        workers.append(threading.Thread(target=_write_loop, args=(stop, writes, probe_id), name="flip-write"))
+    for worker in workers:
+        worker.start()
+    try:
+        time.sleep(window_s)
+        flip_started = time.monotonic()
+        outcome = reembed.space_flip(space=space, provider=provider, stragglers_max=10**9)
+        flip_ended = time.monotonic()
+        log(f"  flip: {outcome.status} in {flip_ended - flip_started:.1f} s")
+        time.sleep(window_s)
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join()
+    calls = [c for t in searches for c in t.calls]
+    return {
+        "chunks": chunks,
+        "model": NEW_MODEL,
+        "stage_s": round(stage_s, 1),
+        "flip_s": round(flip_ended - flip_started, 2),
+        "outcome": outcome.status,
+        "moved": outcome.moved,
+        "search_threads": threads,
+        "searches": {
+            "before": _window(calls, flip_started - window_s, flip_started),
+            "during": _window(calls, flip_started, flip_ended),
+            "after": _window(calls, flip_ended, flip_ended + window_s),
+        },
+        "writes": {
+            "during": _window(writes.calls, flip_started, flip_ended),
+            "longest_wait_s": round(max((d for _, d, _ in writes.calls), default=0.0), 2),
+        },
+    }

@@ -1,0 +1,68 @@
+"""Writes to the embedding spaces: the space lock, activating a space, the configured model's row.
+
+The reads (which space the lane searches, its provider) are ``search.embeddings.spaces``.
+"""
+
+from __future__ import annotations
+
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from search.embeddings import spaces
+from search.embeddings.providers import EmbeddingProvider, get_provider
+from search.embeddings.spaces import SPACE_LOCK_KEY
+from search.models import Chunk, EmbeddingSpace
+
+
+def space_lock(*, shared: bool = False) -> None:
+    """Take the embedding-space lock until the end of the current transaction (precondition: inside one)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT pg_advisory_xact_lock{'_shared' if shared else ''}(%s)", [SPACE_LOCK_KEY]
+        )
+
+
+def space_activate(*, provider: EmbeddingProvider) -> EmbeddingSpace:
+    """Make ``provider``'s space the active one at once. Only for a corpus with no vectors to keep
+    searching (a fresh knowledge base); a corpus with vectors moves through ``reembed.corpus_reembed``'s
+    staged switch."""
+    now = timezone.now()
+    with transaction.atomic():
+        space_lock()
+        EmbeddingSpace.objects.exclude(model=provider.name).filter(
+            Q(active=True) | Q(state=EmbeddingSpace.State.BUILDING)
+        ).update(active=False, state=EmbeddingSpace.State.RETIRED)
+        space, _ = EmbeddingSpace.objects.update_or_create(
+            model=provider.name,
+            defaults={
+                "dimensions": provider.dimensions,
+                "active": True,
+                "state": EmbeddingSpace.State.ACTIVE,
+                "finished_at": now,
+                "last_error": "",
+            },
+            create_defaults={
+                "dimensions": provider.dimensions,
+                "active": True,
+                "state": EmbeddingSpace.State.ACTIVE,
+                "started_at": now,
+                "finished_at": now,
+            },
+        )
+    spaces.space_caches_forget()  # this process's lane reads the space again (others notice in their statement)
+    return space
+
+
+def active_space(*, provider: EmbeddingProvider | None = None) -> EmbeddingSpace:
+    """The space the vector lane searches: the active row, whatever model is configured (a switch to the
+    configured model builds beside it and flips when complete). With no active space, or one that holds no
+    vectors (nothing to keep searching), the configured model's space (``provider``'s) becomes active."""
+    provider = provider or get_provider()
+    space = EmbeddingSpace.objects.filter(active=True).first()
+    if space is not None:
+        if (space.model, space.dimensions) == (provider.name, provider.dimensions):
+            return space
+        if Chunk.objects.filter(embedding_model=space.model).exists():
+            return space
+    return space_activate(provider=provider)
