@@ -46,15 +46,22 @@ def _known_space_forgotten() -> Iterator[None]:
 
 @pytest.fixture
 def vector_indexes_dropped() -> Iterator[None]:
-    """Committed tests create and drop HNSW indexes, which the flush between tests keeps: drop them."""
+    """Committed tests create and drop HNSW indexes, which the flush between tests keeps: drop them before
+    the test (an earlier committed test elsewhere may have left one, e.g. the English lane's model) and
+    after it."""
+    _hnsw_indexes_drop()
     yield
+    _hnsw_indexes_drop()
+    connection.close()
+
+
+def _hnsw_indexes_drop() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'search_chunk' AND indexname LIKE 'chunk_hnsw_%'"
         )
         for (name,) in cursor.fetchall():
             cursor.execute(f"DROP INDEX IF EXISTS {name}")
-    connection.close()
 
 
 class SlowEmbedder(HashEmbedder):
