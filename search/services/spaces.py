@@ -12,7 +12,7 @@ from django.utils import timezone
 from search.embeddings import spaces
 from search.embeddings.providers import EmbeddingProvider, get_provider
 from search.embeddings.spaces import SPACE_LOCK_KEY
-from search.models import Chunk, EmbeddingSpace
+from search.models import EmbeddingSpace
 
 
 def space_lock(*, shared: bool = False) -> None:
@@ -55,14 +55,11 @@ def space_activate(*, provider: EmbeddingProvider) -> EmbeddingSpace:
 
 
 def active_space(*, provider: EmbeddingProvider | None = None) -> EmbeddingSpace:
-    """The space the vector lane searches: the active row, whatever model is configured (a switch to the
-    configured model builds beside it and flips when complete). With no active space, or one that holds no
-    vectors (nothing to keep searching), the configured model's space (``provider``'s) becomes active."""
+    """The space the vector lane searches (``spaces.searched_space``'s rule), as a row: the active one when
+    it is that space, else the configured model's space (``provider``'s) made active (no active space yet,
+    or one that holds no vectors to keep searching)."""
     provider = provider or get_provider()
     space = EmbeddingSpace.objects.filter(active=True).first()
-    if space is not None:
-        if (space.model, space.dimensions) == (provider.name, provider.dimensions):
-            return space
-        if Chunk.objects.filter(embedding_model=space.model).exists():
-            return space
+    if space is not None and (space.model, space.dimensions) == spaces.searched_space(provider=provider):
+        return space
     return space_activate(provider=provider)
