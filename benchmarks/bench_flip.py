@@ -1,20 +1,24 @@
 """``bench --flip``: the embedding-space switch at scale, measured while searches run (issue 34.5).
 
 On the bench corpus (hash-384 vectors, the active space) a switch to another model (``hash-256``) is staged
-the way ``reembed`` stages it, then ``reembed.space_flip`` runs while search threads run hybrid
-``retrieve()`` in a loop (each thread its own connections, as web processes have). Reported:
+the way ``reembed`` stages it (no search running: that part is the embedder's speed, reported elsewhere);
+then, while search threads run hybrid ``retrieve()`` in a loop (each thread its own connections, as web
+processes have) and a write probe updates one chunk row every 0.5 s, the rest of ``corpus_reembed``'s
+switch runs step by step:
 
-- the flip's own time (it holds chunk writes for all of it: ``SHARE ROW EXCLUSIVE`` on ``search_chunk``),
-  and what it did (chunks moved, the new HNSW index built inside it);
-- every search's latency before, during and after the flip (p50, p99, max) and how many took over 1 s;
-- a write probe: a one-row chunk update every 0.5 s, and how long the longest one waited.
+- *prepare* (``reembed.space_prepare``): the next-space columns filled, the new HNSW index built
+  concurrently and prewarmed;
+- *flip* (``reembed.space_flip``): stragglers, then the column pairs swapped by renaming;
+- *cleanup*: the old model's index dropped, the next-space columns emptied (``reembed.space_next_clear``).
 
-Searches read the old space's rows and index until the flip commits (MVCC: no lock of the flip blocks a
-SELECT), and the next statement sees the new space whole.
+Reported: each step's time, every search's latency in each window and before and after (p50, p99, max, how
+many took over 1 s), how long the flip waited for running searches before it could swap, and the longest
+wait of the write probe.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -89,9 +93,9 @@ def _window(calls: list[tuple[float, float, bool]], start: float, end: float) ->
 def flip_measure(
     queries: list[str], *, threads: int = 2, window_s: float = 20.0, log: Callable[[str], None] = print
 ) -> dict[str, Any]:
-    """Stage ``hash-256`` beside the active space, then flip while ``threads`` search threads and a write
-    probe run; ``window_s`` of searching before and after. Precondition: the default connection is on a
-    loaded bench corpus (a scratch database: the switch is not undone)."""
+    """Stage ``hash-256`` beside the active space, then prepare, flip and clean up while ``threads`` search
+    threads and a write probe run; ``window_s`` of searching before and after. Precondition: the default
+    connection is on a loaded bench corpus (a scratch database: the switch is not undone)."""
     provider = provider_for_model(NEW_MODEL, NEW_DIMENSIONS)
     chunks = Chunk.objects.current().count()
     log(f"  flip: staging {chunks} chunks of {NEW_MODEL}")
@@ -100,9 +104,10 @@ def flip_measure(
     while not reembed.space_stage(space=space, provider=provider):
         pass
     stage_s = time.monotonic() - started
-    log(f"  flip: staged in {stage_s:.1f} s; searching {window_s:.0f} s before, during and after the flip")
+    log(f"  flip: staged in {stage_s:.1f} s; searching {window_s:.0f} s before, then while it prepares, "
+        "flips and cleans up, then after")
     probe_id = Chunk.objects.order_by("pk").values_list("pk", flat=True).first()
-    connection.close()  # the threads open their own; the flip below opens a fresh one
+    connection.close()  # the threads open their own; the steps below open a fresh one
     stop = threading.Event()
     searches = [_Timeline() for _ in range(threads)]
     writes = _Timeline()
@@ -112,35 +117,48 @@ def flip_measure(
     ]
     if probe_id is not None:
         workers.append(threading.Thread(target=_write_loop, args=(stop, writes, probe_id), name="flip-write"))
+    marks: dict[str, float] = {}
     for worker in workers:
         worker.start()
     try:
         time.sleep(window_s)
-        flip_started = time.monotonic()
+        marks["prepare"] = time.monotonic()
+        reembed.space_prepare(space=space)
+        marks["flip"] = time.monotonic()
+        log(f"  flip: prepared in {marks['flip'] - marks['prepare']:.1f} s")
         outcome = reembed.space_flip(space=space, provider=provider, stragglers_max=10**9)
-        flip_ended = time.monotonic()
-        log(f"  flip: {outcome.status} in {flip_ended - flip_started:.1f} s")
+        marks["cleanup"] = time.monotonic()
+        log(f"  flip: {outcome.status} in {marks['cleanup'] - marks['flip']:.2f} s "
+            f"(waited {outcome.swap_wait_s:.3f} s for running searches)")
+        dropped = reembed.unused_indexes_drop(keep=space)
+        cleared = reembed.space_next_clear()
+        marks["after"] = time.monotonic()
+        log(f"  flip: cleaned up in {marks['after'] - marks['cleanup']:.1f} s ({cleared} rows emptied, "
+            f"{len(dropped)} index dropped)")
         time.sleep(window_s)
+        marks["end"] = time.monotonic()
     finally:
         stop.set()
         for worker in workers:
             worker.join()
     calls = [c for t in searches for c in t.calls]
+    steps = ("prepare", "flip", "cleanup", "after", "end")
+    windows = {"before": (marks["prepare"] - window_s, marks["prepare"])}
+    windows.update({step: (marks[step], marks[nxt]) for step, nxt in itertools.pairwise(steps)})
     return {
         "chunks": chunks,
         "model": NEW_MODEL,
         "stage_s": round(stage_s, 1),
-        "flip_s": round(flip_ended - flip_started, 2),
+        "prepare_s": round(marks["flip"] - marks["prepare"], 2),
+        "flip_s": round(marks["cleanup"] - marks["flip"], 3),
+        "swap_wait_s": round(outcome.swap_wait_s, 3),
+        "cleanup_s": round(marks["after"] - marks["cleanup"], 2),
         "outcome": outcome.status,
-        "moved": outcome.moved,
+        "filled_in_flip": outcome.filled,
+        "cleared": cleared,
         "search_threads": threads,
-        "searches": {
-            "before": _window(calls, flip_started - window_s, flip_started),
-            "during": _window(calls, flip_started, flip_ended),
-            "after": _window(calls, flip_ended, flip_ended + window_s),
-        },
+        "searches": {name: _window(calls, lo, hi) for name, (lo, hi) in windows.items()},
         "writes": {
-            "during": _window(writes.calls, flip_started, flip_ended),
-            "longest_wait_s": round(max((d for _, d, _ in writes.calls), default=0.0), 2),
-        },
+            name: _window(writes.calls, *windows[name]) for name in ("prepare", "flip", "cleanup")
+        } | {"longest_wait_s": round(max((d for _, d, _ in writes.calls), default=0.0), 2)},
     }

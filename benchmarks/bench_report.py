@@ -174,19 +174,23 @@ def federation_lines(size: str, fed: dict[str, Any]) -> list[str]:
 
 def flip_lines(size: str, flip: dict[str, Any]) -> list[str]:
     """The embedding-space flip section (benchmarks/bench_flip.py)."""
+    writes = flip["writes"]
     lines = [
         "", f"### Embedding-space flip ({size} items, {flip['chunks']} chunks)", "",
-        f"Switch to `{flip['model']}`: staged in {flip['stage_s']} s, then the flip ({flip['outcome']}, "
-        f"{flip['moved']} chunks moved, the new HNSW index built inside it) took **{flip['flip_s']} s**, "
-        f"holding chunk writes all along; {flip['search_threads']} threads searched (hybrid `retrieve()`) "
-        "before, during and after it.", "",
+        f"Switch to `{flip['model']}`: staged in {flip['stage_s']} s (no search running); then, while "
+        f"{flip['search_threads']} threads searched (hybrid `retrieve()`), prepared in {flip['prepare_s']} s "
+        "(next-space columns filled, the new HNSW index built concurrently and prewarmed), flipped "
+        f"({flip['outcome']}) in **{flip['flip_s']} s** (of which {flip['swap_wait_s']} s waiting for running "
+        f"searches before the swap; {flip['filled_in_flip']} chunks filled inside it), cleaned up in "
+        f"{flip['cleanup_s']} s ({flip['cleared']} next-space rows emptied, the old index dropped).", "",
         "| searches | n | errors | p50 ms | p99 ms | max ms | over 1 s |", "|---|---|---|---|---|---|---|",
     ]
-    for when in ("before", "during", "after"):
-        v = flip["searches"][when]
+    for when, v in flip["searches"].items():
         lines.append(f"| {when} | {v['count']} | {v['errors']} | {v.get('p50_ms', '–')} | {v.get('p99_ms', '–')} | "
                      f"{v.get('max_ms', '–')} | {v.get('over_1s', 0)} |")
-    lines += ["", f"A one-row chunk write every 0.5 s waited at most {flip['writes']['longest_wait_s']} s."]
+    waits = ", ".join(f"{step} {writes[step].get('max_ms', '–')} ms" for step in ("prepare", "flip", "cleanup"))
+    lines += ["", f"A one-row chunk write every 0.5 s waited at most {writes['longest_wait_s']} s "
+                  f"(longest per step: {waits})."]
     return lines
 
 

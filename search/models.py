@@ -154,6 +154,11 @@ class Chunk(models.Model):
     # dimension (search.engine.vector), so vectors of different models are never compared.
     embedding = VectorField(null=True)
     embedding_model = models.CharField(max_length=120, blank=True, db_index=True)
+    # The next space's vectors while a model switch builds (search.services.reembed): filled and indexed beside
+    # the searched pair, then the flip swaps the two pairs by renaming columns, so it rewrites no row. The
+    # pairs are declared alike (type, null, index) because they trade names; empty outside a switch.
+    embedding_next = VectorField(null=True)
+    embedding_next_model = models.CharField(max_length=120, blank=True, default="", db_index=True)
     # sha256 of the chunk's embedding text (vector_index.chunk_embedding_text), written when the chunk is embedded
     # or staged for a new model: the EmbeddingCache key of its vector in every model, so a model switch counts
     # its progress and flips with joins instead of re-reading and hashing every text. Chunks never change

@@ -15,14 +15,24 @@ the corpus has vectors, searches must keep a complete space while the new one is
    Each batch commits: a killed run resumes where it stopped. Passes repeat until one finds nothing missing,
    so chunks written meanwhile are staged too (the ordinary build still embeds them in the old space, so
    they are searchable before the flip as well).
-2. *Flip* (``space_flip``): one transaction takes the space lock, locks ``search_chunk`` against writes
-   (``SHARE ROW EXCLUSIVE``: searches read on, saves wait), stages the few chunks written since the last
-   pass (more than ``FLIP_STRAGGLERS_MAX`` and it gives up, and the run stages another pass), copies every
-   staged vector into ``embedding``/``embedding_model`` with one UPDATE, builds the new model's HNSW index,
-   and makes the new space the active one. A search is one statement: it sees the complete old space or
-   the complete new one, never a mix (and ``vector.vector_search`` re-embeds a query of the old model
-   that meets the new space).
-3. The old model's index is dropped (``CONCURRENTLY``) once no chunk uses it.
+2. *Prepare* (``space_prepare``): the staged vectors are copied into the chunk's next-space columns
+   (``embedding_next``/``embedding_next_model``) in short id-range UPDATEs, and the new model's HNSW index is
+   built over them ``CONCURRENTLY`` and loaded into memory (pg_prewarm). Searches still read only the
+   searched pair; saves go on.
+3. *Flip* (``space_flip``): one transaction takes the space lock, locks ``search_chunk`` against writes
+   (``SHARE ROW EXCLUSIVE``: searches read on, saves wait), stages and fills the few chunks written since
+   the last pass (more than ``FLIP_STRAGGLERS_MAX`` and it gives up, and the run stages another pass), then
+   takes ``ACCESS EXCLUSIVE`` in short tries (``SWAP_LOCK_TIMEOUT_MS``) and swaps the two column pairs by
+   renaming them, and makes the new space the active one. It rewrites no row and builds no index: searches
+   wait for the renames only (milliseconds, plus at most one try while running searches finish). A search
+   is one statement: it sees the complete old space or the complete new one, never a mix (and
+   ``vector.vector_search`` re-embeds a query of the old model that meets the new space).
+4. The old model's index, now over the next-space columns, is dropped (``CONCURRENTLY``) and those columns
+   are emptied in id ranges (``space_next_clear``).
+
+Before this design the flip copied every vector into the searched column with one UPDATE and built the
+index inside its lock: at 10k items saves waited 110.8 s and searches just after it were slow for seconds
+(docs/benchmarks.md).
 
 Runs are serialised by the ``reembed`` job lock (``jobs.job_execute``). Without it nothing breaks either:
 staging is idempotent (the cache ignores duplicates) and the flip happens once, under the space lock.
@@ -32,12 +42,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, TypeVar
 
-from django.db import DatabaseError, connection, transaction
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db import DatabaseError, OperationalError, connection, transaction
+from django.db.models import Exists, F, Max, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from search.embeddings import spaces
@@ -249,25 +259,98 @@ def space_stage(
 @dataclass(frozen=True)
 class FlipOutcome:
     status: Literal["flipped", "already_active", "cancelled", "refused"]
-    stragglers: int = 0
-    moved: int = 0
-    cleared: int = 0
+    stragglers: int = 0  # chunks embedded inside the flip (written since the last staging pass)
+    filled: int = 0  # chunks whose next-space vector the flip filled (the stragglers and any prepare missed)
     seconds: float = 0.0
+    swap_wait_s: float = 0.0  # how long the flip waited for running searches before it could swap
 
 
-# Copies every staged vector into the searched columns: one UPDATE joined to the cache on the text hash.
-_FLIP_COPY_SQL = """
-    UPDATE search_chunk c SET embedding = e.embedding, embedding_model = %(model)s
+# The next-space columns of a range of chunk ids get their staged vector (one UPDATE joined to the cache on
+# the text hash); rows of another model there (an earlier switch's, or a cancelled one's) are emptied.
+_FILL_SQL = """
+    UPDATE search_chunk c SET embedding_next = e.embedding, embedding_next_model = %(model)s
     FROM search_embeddingcache e
-    WHERE e.model = %(model)s AND e.text_hash = c.embedding_hash AND c.embedding_model <> %(model)s
+    WHERE c.id > %(lo)s AND c.id <= %(hi)s AND e.model = %(model)s AND e.text_hash = c.embedding_hash
+      AND c.embedding_next_model <> %(model)s
 """
-# Chunks still in another space after the copy are not current (a current one without a staged vector
-# made the flip give up): no search reads them. Emptied, so the old index can go; the backfill embeds
-# any that becomes current again.
-_FLIP_CLEAR_SQL = """
-    UPDATE search_chunk SET embedding = NULL, embedding_model = ''
-    WHERE embedding_model <> %(model)s AND embedding_model <> ''
+_FILL_IDS_SQL = """
+    UPDATE search_chunk c SET embedding_next = e.embedding, embedding_next_model = %(model)s
+    FROM search_embeddingcache e
+    WHERE c.id = ANY(%(ids)s) AND e.model = %(model)s AND e.text_hash = c.embedding_hash
 """
+_NEXT_CLEAR_SQL = """
+    UPDATE search_chunk SET embedding_next = NULL, embedding_next_model = ''
+    WHERE id > %(lo)s AND id <= %(hi)s AND embedding_next_model NOT IN ('', %(keep)s)
+"""
+# The flip: the two column pairs trade names (catalogue changes only; the indexes follow their columns).
+_SWAP_SQL = [
+    f"ALTER TABLE search_chunk RENAME COLUMN {old} TO {new}"
+    for searched, upcoming in zip(vector_index.SEARCHED, vector_index.NEXT, strict=True)
+    for old, new in ((searched, f"{searched}_swap"), (upcoming, searched), (f"{searched}_swap", upcoming))
+]
+# Chunk ids per UPDATE of the fill and of the clean-up: short transactions, so a save that touches a chunk
+# row (a publish flags the old revision's chunks) never waits long behind one, and a killed run keeps what
+# it did. Each row update also enters the searched model's HNSW index (a new row version): about 5 ms a row
+# on 2 cores at 10k items, so 2,000 ids held a row for 10 s in the bench, 250 for about 1.3 s.
+RANGE_IDS = 250
+# The flip waits at most this long for the searches running when it asks to swap (searches that arrive
+# meanwhile queue behind it), then lets them through and asks again, up to SWAP_TRIES times.
+SWAP_LOCK_TIMEOUT_MS = 300
+SWAP_TRIES = 20
+
+
+def _id_ranges() -> Iterator[tuple[int, int]]:
+    top = Chunk.objects.aggregate(top=Max("pk"))["top"] or 0
+    for lo in range(0, top, RANGE_IDS):
+        yield lo, min(lo + RANGE_IDS, top)
+
+
+def space_prepare(*, space: EmbeddingSpace, deadline: float | None = None) -> bool:
+    """Put the building ``space``'s staged vectors where the flip will find them, while searches go on.
+
+    Fills the next-space columns from the embedding cache in id ranges that each commit (emptying other
+    models' leftovers there), drops the HNSW indexes of spaces that are neither active nor this one, builds
+    this space's index over the next-space columns (``CONCURRENTLY``: saves go on) and loads it into memory.
+    Nothing here changes what a search reads. Returns False when ``deadline`` passed during the fill (the
+    next call goes on; ranges already filled are skipped by their model).
+    """
+    model = space.model
+    with space_writes.space_prepare_lock():
+        if not EmbeddingSpace.objects.filter(pk=space.pk, active=False, state=State.BUILDING).exists():
+            return True  # flipped or cancelled by another run meanwhile: the flip says which
+        for lo, hi in _id_ranges():
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(_NEXT_CLEAR_SQL, {"lo": lo, "hi": hi, "keep": model})
+                cursor.execute(_FILL_SQL, {"lo": lo, "hi": hi, "model": model})
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+        for other in EmbeddingSpace.objects.filter(active=False).exclude(pk=space.pk):
+            vector_index.vector_index_drop(model=other.model)
+        vector_index.vector_index_ensure(space=space, staged=True)
+        vector_index.vector_index_prewarm(model)
+    return True
+
+
+def _swap_columns() -> float:
+    """Trade the column pairs' names under an ACCESS EXCLUSIVE lock taken in short tries (a savepoint each).
+    Returns the seconds spent waiting for it; raises the lock error after SWAP_TRIES."""
+    started = time.monotonic()
+    with connection.cursor() as cursor:
+        for attempt in range(SWAP_TRIES):
+            try:
+                with transaction.atomic():
+                    cursor.execute(f"SET LOCAL lock_timeout = '{SWAP_LOCK_TIMEOUT_MS}ms'")
+                    cursor.execute("LOCK TABLE search_chunk IN ACCESS EXCLUSIVE MODE")
+                break
+            except OperationalError as exc:
+                if getattr(exc.__cause__, "sqlstate", None) != "55P03" or attempt == SWAP_TRIES - 1:
+                    raise
+                time.sleep(SWAP_LOCK_TIMEOUT_MS / 1000 / 2)  # the queued searches run meanwhile
+        waited = time.monotonic() - started
+        cursor.execute("SET LOCAL lock_timeout = 0")
+        for statement in _SWAP_SQL:
+            cursor.execute(statement)
+    return waited
 
 
 def space_flip(
@@ -275,80 +358,96 @@ def space_flip(
 ) -> FlipOutcome:
     """Make the building ``space`` the active one in one transaction (see the module docstring).
 
-    Precondition: ``space_stage`` has just completed, and no caller transaction is open in production (the
-    flip must commit on its own for searches to see it). The HNSW index is built inside the flip, after the
-    copy: a bulk build of the filled set took 1.25 s for 4,000 384-dimension rows where filling an empty
-    index row by row through the same UPDATE took 4.8-6.5 s (this machine, PG 18, pgvector, m=16,
-    ef_construction=64). The build's SHARE lock adds no wait: the flip already holds chunk writes. (An
-    index of the model that exists already, from an earlier time it was active, is filled by the UPDATE
-    instead; it is not dropped first, since a concurrent run may have just made it the searched one.)
+    Precondition: ``space_stage`` and ``space_prepare`` have just completed (without the prepare the flip
+    still works, filling and indexing inside its lock: the tests' way), and no caller transaction is open in
+    production (the flip must commit on its own for searches to see it). Chunk writes wait from the
+    straggler check to the commit; searches wait only for the swap itself (catalogue renames, milliseconds)
+    plus at most SWAP_LOCK_TIMEOUT_MS per try while running searches finish.
     Returns ``refused`` (more than ``stragglers_max``, default FLIP_STRAGGLERS_MAX, chunks written since
-    the last pass, or a deadlock with a concurrent writer: stage and retry), ``cancelled`` (the space is no
-    longer building) or ``already_active`` (another run flipped it).
+    the last pass, the swap's lock not had in SWAP_TRIES, or a deadlock with a concurrent writer: stage and
+    retry), ``cancelled`` (the space is no longer building) or ``already_active`` (another run flipped it).
     """
     model = space.model
     stragglers_max = FLIP_STRAGGLERS_MAX if stragglers_max is None else stragglers_max
     started = time.monotonic()
-    try:
-        with transaction.atomic():
-            space_writes.space_lock()
-            target = EmbeddingSpace.objects.get(pk=space.pk)
-            if target.active:
-                return FlipOutcome(status="already_active")
-            if target.state != State.BUILDING:
-                return FlipOutcome(status="cancelled")
-            with connection.cursor() as cursor:
-                cursor.execute("LOCK TABLE search_chunk IN SHARE ROW EXCLUSIVE MODE")
-            stragglers = list(
-                space_pending(model).select_related("revision").order_by("pk")[: stragglers_max + 1]
-            )
-            if len(stragglers) > stragglers_max:
-                return FlipOutcome(status="refused", stragglers=len(stragglers))
-            if stragglers:
-                _stage_batch(stragglers, provider=provider)
-            with connection.cursor() as cursor:
-                cursor.execute(_FLIP_COPY_SQL, {"model": model})
-                moved = cursor.rowcount
-                cursor.execute(_FLIP_CLEAR_SQL, {"model": model})
-                cleared = cursor.rowcount
-            vector_index.vector_index_ensure(space=target)
-            total = int(Chunk.objects.current().count())
-            now = timezone.now()
-            EmbeddingSpace.objects.filter(active=True).update(active=False, state=State.RETIRED)
-            EmbeddingSpace.objects.filter(state=State.BUILDING).exclude(pk=target.pk).update(
-                state=State.RETIRED
-            )
-            EmbeddingSpace.objects.filter(pk=target.pk).update(
-                active=True,
-                state=State.ACTIVE,
-                chunks_done=total,
-                chunks_total=total,
-                finished_at=now,
-                progress_at=now,
-                last_error="",
-            )
-    except DatabaseError as exc:
-        sqlstate = getattr(exc.__cause__, "sqlstate", None)
-        if sqlstate not in ("40P01", "40001"):  # deadlock, serialization failure: try again
-            raise
-        logger.warning("embedding space flip to %s rolled back (%s); retrying", model, sqlstate)
-        return FlipOutcome(status="refused")
+    with space_writes.space_prepare_lock():
+        try:
+            with transaction.atomic():
+                space_writes.space_lock()
+                target = EmbeddingSpace.objects.get(pk=space.pk)
+                if target.active:
+                    return FlipOutcome(status="already_active")
+                if target.state != State.BUILDING:
+                    return FlipOutcome(status="cancelled")
+                with connection.cursor() as cursor:
+                    cursor.execute("LOCK TABLE search_chunk IN SHARE ROW EXCLUSIVE MODE")  # writes wait, reads go on
+                stragglers = list(
+                    space_pending(model).select_related("revision").order_by("pk")[: stragglers_max + 1]
+                )
+                if len(stragglers) > stragglers_max:
+                    return FlipOutcome(status="refused", stragglers=len(stragglers))
+                if stragglers:
+                    _stage_batch(stragglers, provider=provider)
+                unfilled = list(
+                    Chunk.objects.current().exclude(embedding_next_model=model).values_list("pk", flat=True)
+                )
+                with connection.cursor() as cursor:
+                    cursor.execute(_FILL_IDS_SQL, {"ids": unfilled, "model": model})
+                    filled = cursor.rowcount
+                vector_index.vector_index_ensure(space=target, staged=True)
+                waited = _swap_columns()
+                total = int(Chunk.objects.current().count())
+                now = timezone.now()
+                EmbeddingSpace.objects.filter(active=True).update(active=False, state=State.RETIRED)
+                EmbeddingSpace.objects.filter(state=State.BUILDING).exclude(pk=target.pk).update(
+                    state=State.RETIRED
+                )
+                EmbeddingSpace.objects.filter(pk=target.pk).update(
+                    active=True,
+                    state=State.ACTIVE,
+                    chunks_done=total,
+                    chunks_total=total,
+                    finished_at=now,
+                    progress_at=now,
+                    last_error="",
+                )
+        except DatabaseError as exc:
+            sqlstate = getattr(exc.__cause__, "sqlstate", None)
+            # deadlock, serialization failure, the swap's lock not had: try again
+            if sqlstate not in ("40P01", "40001", "55P03"):
+                raise
+            logger.warning("embedding space flip to %s rolled back (%s); retrying", model, sqlstate)
+            return FlipOutcome(status="refused")
     spaces._known_spaces.clear()  # this process's lane reads the new space at once
     seconds = time.monotonic() - started
     logger.info(
-        "embedding space flip: %s is active (%s chunks moved, %s stragglers, %s cleared, %.2f s)",
+        "embedding space flip: %s is active (%s stragglers, %s filled, swap waited %.3f s, %.2f s in all)",
         model,
-        moved,
         len(stragglers),
-        cleared,
+        filled,
+        waited,
         seconds,
     )
     return FlipOutcome(
-        status="flipped", stragglers=len(stragglers), moved=moved, cleared=cleared, seconds=seconds
+        status="flipped", stragglers=len(stragglers), filled=filled, seconds=seconds, swap_wait_s=waited
     )
 
 
-def _unused_indexes_drop(*, keep: EmbeddingSpace) -> list[str]:
+def space_next_clear(*, keep: str = "") -> int:
+    """Empty the next-space columns (after a flip they hold the previous model's vectors), in id ranges that
+    each commit; rows of ``keep`` stay. Returns the rows emptied. Run after the previous model's index is
+    dropped, so the updates do not feed it."""
+    cleared = 0
+    for lo, hi in _id_ranges():
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(_NEXT_CLEAR_SQL, {"lo": lo, "hi": hi, "keep": keep})
+            cleared += cursor.rowcount
+    return cleared
+
+
+def unused_indexes_drop(*, keep: EmbeddingSpace) -> list[str]:
+    """Drop the HNSW index of every inactive space but ``keep`` that no searched vector uses (after a flip:
+    the previous model's, over the next-space columns). Returns the names dropped."""
     dropped = []
     for space in EmbeddingSpace.objects.exclude(pk=keep.pk).filter(active=False):
         if _has_vectors(space.model):
@@ -500,7 +599,7 @@ def corpus_reembed(
         _building_retire(keep_model=space.model)
         embedded = embeddings_backfill_run(progress=progress, provider=provider, **retry)
         index = vector_index.vector_index_ensure(space=space)
-        return _report(space, embedded=embedded, index=index, dropped=_unused_indexes_drop(keep=space))
+        return _report(space, embedded=embedded, index=index, dropped=unused_indexes_drop(keep=space))
 
     space = space_build_start(provider=provider)
     logger.info("reembed: building %s while searches use %s", space.model, previous_model)
@@ -515,7 +614,7 @@ def corpus_reembed(
                 **retry,
             )
             embedded += staged
-            if not complete:
+            if not complete or not space_prepare(space=space, deadline=deadline):
                 return _report(space, embedded=embedded, index=None, dropped=[])
             outcome = space_flip(space=space, provider=provider)
         except EmbeddingUnavailable as exc:
@@ -531,5 +630,6 @@ def corpus_reembed(
             )
         return _report(space, embedded=embedded, index=None, dropped=[])
     index = vector_index.hnsw_index_name(space.model)
-    dropped = _unused_indexes_drop(keep=space)
+    dropped = unused_indexes_drop(keep=space)
+    space_next_clear()
     return _report(space, embedded=embedded, index=index, dropped=dropped, flip_seconds=outcome.seconds)

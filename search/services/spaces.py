@@ -5,6 +5,10 @@ The reads (which space the lane searches, its provider) are ``search.embeddings.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -21,6 +25,36 @@ def space_lock(*, shared: bool = False) -> None:
         cursor.execute(
             f"SELECT pg_advisory_xact_lock{'_shared' if shared else ''}(%s)", [SPACE_LOCK_KEY]
         )
+
+
+# Held by a switch's prepare step and by its flip, each for its whole length, so a flip never meets a
+# half-prepared next space and a prepare never touches the index of a space another run has just flipped.
+# Session-level (the prepare builds an index CONCURRENTLY, which no transaction may wrap). The backfill does
+# not take it: new content keeps being embedded while a prepare runs.
+PREPARE_LOCK_KEY = SPACE_LOCK_KEY + 1
+PREPARE_LOCK_POLL_S = 0.2
+
+
+@contextmanager
+def space_prepare_lock() -> Iterator[None]:
+    """Hold the prepare lock for the ``with`` block, on this connection's session.
+
+    Polled with ``pg_try_advisory_lock``, never waited for in one statement: a statement waiting holds a
+    snapshot, and ``CREATE INDEX CONCURRENTLY`` waits for every older snapshot, so a prepare building its
+    index and a run waiting for the lock would deadlock.
+    """
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(%s)", [PREPARE_LOCK_KEY])
+            row = cursor.fetchone()
+        if row and row[0]:
+            break
+        time.sleep(PREPARE_LOCK_POLL_S)
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [PREPARE_LOCK_KEY])
 
 
 def space_activate(*, provider: EmbeddingProvider) -> EmbeddingSpace:

@@ -183,10 +183,27 @@ def english_embeddings_backfill(*, progress: Any = None, limit: int | None = Non
     return done
 
 
-def vector_index_exists(model: str) -> bool:
+# The two column pairs of search_chunk (search.models.Chunk): the searched space's vectors, and the next space's
+# while a switch builds. The flip trades their names (search.services.reembed.space_flip).
+SEARCHED = ("embedding", "embedding_model")
+NEXT = ("embedding_next", "embedding_next_model")
+
+
+def _index_state(name: str) -> tuple[str, bool] | None:
+    """(definition, valid) of the index ``name``, or None. An interrupted ``CREATE INDEX CONCURRENTLY``
+    leaves an invalid one behind."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [hnsw_index_name(model)])
-        return cursor.fetchone() is not None
+        cursor.execute(
+            "SELECT pg_get_indexdef(i.indexrelid), i.indisvalid FROM pg_index i "
+            "JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = %s",
+            [name],
+        )
+        row = cursor.fetchone()
+    return (str(row[0]), bool(row[1])) if row else None
+
+
+def vector_index_exists(model: str) -> bool:
+    return _index_state(hnsw_index_name(model)) is not None
 
 
 def vector_index_drop(*, model: str) -> bool:
@@ -204,22 +221,47 @@ def vector_index_drop(*, model: str) -> bool:
     return True
 
 
-def vector_index_ensure(*, space: EmbeddingSpace | None = None) -> str:
-    """Create the partial HNSW index of the active model (or of ``space``) if it does not exist yet."""
+def vector_index_ensure(*, space: EmbeddingSpace | None = None, staged: bool = False) -> str:
+    """Create the partial HNSW index of the active model (or of ``space``) if it does not exist yet.
+
+    ``staged``: over the next-space columns, where a switch fills ``space``'s vectors before the flip; built
+    ``CONCURRENTLY`` when outside a transaction, so content saves go on meanwhile. An index of the model
+    that is invalid (an interrupted concurrent build) or over the other column pair (left by an earlier
+    switch; no search reads it, since its model is not the searched one there) is rebuilt.
+    """
     space = space or active_space()
     name = hnsw_index_name(space.model)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [name])
-        if cursor.fetchone():
+    vector, model_column = NEXT if staged else SEARCHED
+    state = _index_state(name)
+    if state is not None:
+        definition, valid = state
+        if valid and f"({model_column})" in definition:
             return name
+        vector_index_drop(model=space.model)
+    plain = not staged or connection.in_atomic_block  # the searched pair: built as before, writes waiting
+    with connection.cursor() as cursor:
         if connection.in_atomic_block:
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # DDL refuses pending deferred FK checks
         cursor.execute("SET maintenance_work_mem = '2GB'")
         model_literal = space.model.replace("'", "''")
         cursor.execute(
-            f"CREATE INDEX IF NOT EXISTS {name} ON search_chunk USING hnsw "
-            f"((embedding::vector({int(space.dimensions)})) vector_cosine_ops) "
-            f"WITH (m = 16, ef_construction = 64) WHERE embedding_model = '{model_literal}'"
+            f"CREATE INDEX {'' if plain else 'CONCURRENTLY'} IF NOT EXISTS {name} ON search_chunk "
+            f"USING hnsw (({vector}::vector({int(space.dimensions)})) vector_cosine_ops) "
+            f"WITH (m = 16, ef_construction = 64) WHERE {model_column} = '{model_literal}'"
         )
         cursor.execute("RESET maintenance_work_mem")
     return name
+
+
+def vector_index_prewarm(model: str) -> int | None:
+    """Load ``model``'s HNSW index into PostgreSQL's shared buffers (pg_prewarm), so the first searches after
+    a flip do not read it from disk page by page. Returns the blocks loaded, or None without pg_prewarm
+    (it is optional: migration 0018 installs it where the server has it)."""
+    name = hnsw_index_name(model)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'pg_prewarm'")
+        if cursor.fetchone() is None or _index_state(name) is None:
+            return None
+        cursor.execute("SELECT pg_prewarm(%s::regclass)", [name])
+        row = cursor.fetchone()
+    return int(row[0]) if row else None

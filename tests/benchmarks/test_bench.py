@@ -309,15 +309,17 @@ def test_bench_flip_switches_the_model_while_searches_run(
             "--embedding-texts", "0", "--flip", "--flip-window", "1", "--dataset", str(dataset), "--json",
             stdout=out, stderr=io.StringIO(),
         )
-    # when the flip ran with searches before, during and after it
+    # when the switch ran with searches before, while it prepared, flipped and cleaned up, and after it
     flip = json.loads(out.getvalue().strip().splitlines()[-1])["flip"]["60"]
-    # then every current chunk moved to the new model in one flip, and no search failed
+    # then the prepare filled every chunk (the flip had none left to fill), the flip swapped, the cleanup
+    # emptied the next-space columns, and no search failed
     assert flip["outcome"] == "flipped" and flip["model"] == "hash-256"
-    assert flip["moved"] == flip["chunks"] > 0
+    assert flip["filled_in_flip"] == 0 and flip["cleared"] >= flip["chunks"] > 0
     searches = flip["searches"]
+    assert list(searches) == ["before", "prepare", "flip", "cleanup", "after"]
     assert searches["before"]["count"] > 0 and searches["after"]["count"] > 0
     assert all(window["errors"] == 0 for window in searches.values())
-    assert flip["writes"]["longest_wait_s"] >= 0.0
+    assert flip["writes"]["longest_wait_s"] >= 0.0 and flip["swap_wait_s"] >= 0.0
     # and the report says it
     lines = bench_report.flip_lines("60", flip)
     assert any("Embedding-space flip (60 items" in line for line in lines)

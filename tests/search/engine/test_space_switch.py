@@ -151,6 +151,9 @@ def _assert_switched(*, chunks: int) -> None:
     for chunk, vec in zip(current, expected, strict=True):
         assert list(map(float, chunk.embedding)) == pytest.approx(vec, abs=1e-6)
     assert not Chunk.objects.exclude(embedding_model=NEW).exists()
+    # the next-space columns, which held the old vectors after the swap, are empty again
+    assert not Chunk.objects.exclude(embedding_next_model="").exists()
+    assert not Chunk.objects.filter(embedding_next__isnull=False).exists()
     spaces = sorted(
         (s.model, s.dimensions, s.state, s.active, s.chunks_done, s.chunks_total, s.last_error)
         for s in EmbeddingSpace.objects.all()
@@ -392,6 +395,176 @@ def test_a_switch_under_load_gives_every_search_one_whole_space(
         mine = [label for thread, _, _, label in sorted(records, key=lambda r: r[1]) if thread == name]
         assert "old" not in mine[mine.index("new"):] if "new" in mine else True
     _assert_switched(chunks=10)
+
+
+# --- the flip swaps, it does not rewrite ------------------------------------------------------------
+
+
+def _row_versions() -> dict[int, str]:
+    """Each chunk row's physical place and version: an UPDATE of the row changes both."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, ctid::text || '/' || xmin::text FROM search_chunk")
+        return dict(cursor.fetchall())
+
+
+def _index_oid(name: str) -> int | None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT oid FROM pg_class WHERE relname = %s", [name])
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def _prepared_switch(settings: Any, items: int) -> EmbeddingSpace:
+    """A committed hash-384 corpus of ``items`` items, and hash-256 staged and prepared beside it."""
+    _corpus(items)
+    build()
+    settings.HASH_EMBEDDING_DIMENSIONS = 256
+    space = reembed.space_build_start(provider=get_provider())
+    assert reembed.space_stage(space=space, provider=get_provider()) is True
+    assert reembed.space_prepare(space=space) is True
+    return space
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_flip_rewrites_no_chunk_row_and_builds_no_index(settings, vector_indexes_dropped) -> None:
+    # given hash-256 staged and prepared beside a searched hash-384 corpus: its vectors in the next-space
+    # columns, its index built over them, and searches still on hash-384
+    space = _prepared_switch(settings, 6)
+    name = vector_index.hnsw_index_name(NEW)
+    assert set(Chunk.objects.values_list("embedding_model", "embedding_next_model")) == {(OLD, NEW)}
+    assert _lane(QUERIES[0])[0] == OLD
+    rows, index = _row_versions(), _index_oid(name)
+    assert index is not None
+
+    # when the flip runs
+    outcome = reembed.space_flip(space=space, provider=get_provider())
+
+    # then it swapped the column pairs: not one row was written, the index is the one built before (now
+    # over the searched pair), and searches find the hash-256 space whole
+    assert outcome.status == "flipped" and outcome.filled == 0 and outcome.stragglers == 0
+    assert _row_versions() == rows
+    assert _index_oid(name) == index
+    assert vector_index.vector_index_ensure(space=EmbeddingSpace.objects.get(model=NEW)) == name
+    assert _index_oid(name) == index  # (already over the searched pair: nothing rebuilt)
+    assert set(Chunk.objects.values_list("embedding_model", "embedding_next_model")) == {(NEW, OLD)}
+    for q in QUERIES:
+        model, hits = _lane(q)
+        assert model == NEW and _same(hits, _brute_force(q, 256))
+
+
+def _hold_chunk_reads(holding: threading.Event, release: threading.Event) -> None:
+    """A long read of search_chunk (a slow report, say): its ACCESS SHARE lock lasts until ``release``."""
+    from django.db import transaction
+
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM search_chunk")
+            holding.set()
+            release.wait(30)
+    finally:
+        connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_long_read_makes_the_flip_ask_again_and_searches_never_queue_behind_it(
+    settings, vector_indexes_dropped
+) -> None:
+    # given a prepared switch, and a read of search_chunk that runs until told to stop
+    space = _prepared_switch(settings, 4)
+    holding, release = threading.Event(), threading.Event()
+    reader = threading.Thread(target=_hold_chunk_reads, args=(holding, release))
+    reader.start()
+    assert holding.wait(10)
+    outcomes: list[reembed.FlipOutcome] = []
+
+    def flip() -> None:
+        try:
+            outcomes.append(reembed.space_flip(space=space, provider=get_provider()))
+        finally:
+            connection.close()
+
+    searched: list[str] = []
+
+    def search() -> None:
+        try:
+            for q in QUERIES * 3:
+                searched.append(_lane(q)[0])
+                time.sleep(0.05)
+        finally:
+            connection.close()
+
+    flipper = threading.Thread(target=flip)
+    searcher = threading.Thread(target=search)
+    try:
+        # when the flip starts (it cannot swap while the read runs) and searches run meanwhile
+        flipper.start()
+        time.sleep(reembed.SWAP_LOCK_TIMEOUT_MS / 1000)
+        searcher.start()
+        searcher.join(20)
+        # then every search was answered, in the old space, while the read still ran and the flip waited
+        assert not searcher.is_alive() and searched == [OLD] * len(QUERIES) * 3
+        assert flipper.is_alive() and not outcomes
+    finally:
+        release.set()
+        reader.join(10)
+        flipper.join(30)
+    # and once the read ended the flip swapped
+    assert [o.status for o in outcomes] == ["flipped"]
+    assert outcomes[0].swap_wait_s >= reembed.SWAP_LOCK_TIMEOUT_MS / 1000
+    assert _lane(QUERIES[0])[0] == NEW
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_flip_that_never_gets_its_lock_gives_up_and_changes_nothing(
+    settings, monkeypatch, vector_indexes_dropped
+) -> None:
+    # given a prepared switch, a read that outlasts every try of the swap, and a chunk written meanwhile
+    space = _prepared_switch(settings, 3)
+    monkeypatch.setattr(reembed, "SWAP_TRIES", 2)
+    holding, release = threading.Event(), threading.Event()
+    reader = threading.Thread(target=_hold_chunk_reads, args=(holding, release))
+    reader.start()
+    assert holding.wait(10)
+    try:
+        make_item(title="Port note late", body="harbour cranes tide pilot late")
+        build()
+        # when the flip runs
+        outcome = reembed.space_flip(space=space, provider=get_provider())
+    finally:
+        release.set()
+        reader.join(10)
+
+    # then it was refused and rolled back whole: searches stay on hash-384, the space is still building,
+    # and the late chunk's straggler work is undone with it (the next run does it again)
+    assert outcome.status == "refused"
+    assert spaces.lane_model() == OLD and _lane(QUERIES[0])[0] == OLD
+    assert EmbeddingSpace.objects.get(model=NEW).state == "building"
+    assert set(Chunk.objects.values_list("embedding_model", flat=True)) == {OLD}
+    assert Chunk.objects.filter(embedding_next_model="").count() == 1
+    # and the run's next try flips
+    assert reembed.corpus_reembed(provider=get_provider())["state"] == "active"
+    _assert_switched(chunks=4)
+
+
+@pytest.mark.django_db
+def test_switching_back_to_an_earlier_model_searches_its_vectors_again(settings) -> None:
+    # given a corpus switched from hash-384 to hash-256
+    _corpus(4)
+    build()
+    settings.HASH_EMBEDDING_DIMENSIONS = 256
+    assert reembed.corpus_reembed()["state"] == "active"
+
+    # when the configuration goes back to hash-384 and the switch runs again
+    settings.HASH_EMBEDDING_DIMENSIONS = 384
+    report = reembed.corpus_reembed()
+
+    # then hash-384 is searched again, whole and exact, from the columns searches read, with its own index
+    assert (report["previous_model"], report["state"]) == (NEW, "active")
+    for q in QUERIES:
+        model, hits = _lane(q)
+        assert model == OLD and _same(hits, _brute_force(q, 384))
+    assert set(Chunk.objects.values_list("embedding_model", "embedding_next_model")) == {(OLD, "")}
+    assert _index_names() == [vector_index.hnsw_index_name(OLD)]
 
 
 @pytest.mark.django_db
