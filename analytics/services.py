@@ -166,23 +166,6 @@ def querylog_entry(
     )
 
 
-def querylog_record(
-    *,
-    query: RetrievalQuery,
-    result: RetrievalResult,
-    corpus: str,
-    surface: str,
-    tool: str = "",
-    remote_addr: str | None = None,
-) -> QueryLog:
-    """Write one ``QueryLog`` row for a finished search (one INSERT)."""
-    entry = querylog_entry(
-        query=query, result=result, corpus=corpus, surface=surface, tool=tool, remote_addr=remote_addr
-    )
-    entry.save(force_insert=True)
-    return entry
-
-
 def _mark_first_match(rows: Any, item_id: int) -> int | None:
     """Set the click on the newest row whose page held ``item_id`` (first click wins); its id, or None."""
     now = timezone.now()

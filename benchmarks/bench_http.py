@@ -143,6 +143,13 @@ class Request:
     params: dict[str, str] | None = None
     headers: dict[str, str] | None = None
 
+    def httpx_arguments(self) -> dict[str, Any]:
+        """The keyword arguments of ``httpx.Client.request`` / ``AsyncClient.request`` for this request."""
+        return {
+            "method": self.method, "url": self.path, "json": self.body, "params": self.params,
+            "headers": self.headers,
+        }
+
 
 def search_request(text: str) -> Request:
     return Request("POST", "/api/search", {"query": text, "limit": 20})
@@ -219,13 +226,7 @@ class ClientPool:
         client = next(self._next)
         started = time.perf_counter()
         try:
-            response = client.request(
-                request.method,
-                request.path,
-                json=request.body,
-                params=request.params,
-                headers=request.headers,
-            )
+            response = client.request(**request.httpx_arguments())
             problem = response_problem(request, response)
         except httpx.HTTPError as exc:
             problem = f"{exc.__class__.__name__}"
@@ -309,13 +310,7 @@ async def _load(
     async def send(client: httpx.AsyncClient, kind: str, request: Request) -> None:
         started = time.perf_counter()
         try:
-            response = await client.request(
-                request.method,
-                request.path,
-                json=request.body,
-                params=request.params,
-                headers=request.headers,
-            )
+            response = await client.request(**request.httpx_arguments())
             problem = response_problem(request, response)
         except httpx.HTTPError as exc:
             problem = exc.__class__.__name__

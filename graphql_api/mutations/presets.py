@@ -55,29 +55,33 @@ class PresetRename(BaseMutation):
         }
 
 
-class PresetDelete(BaseMutation):
+class _PresetByIdMutation(BaseMutation):
+    """A change to one of your presets named by its id: the subclass names the service that makes it."""
+
+    preset = graphene.Field(Preset)
+
+    class Meta:
+        abstract = True
+
+    class Arguments:
+        id = graphene.ID(required=True)
+
+    @staticmethod
+    def change(*, owner: Any, preset_id: Any) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @classmethod
+    def perform(cls, info: Any, **arguments: Any) -> dict[str, Any]:
+        return {"preset": cls.change(owner=get_user(info.context), preset_id=arguments["id"])}
+
+
+class PresetDelete(_PresetByIdMutation):
     """Delete one of your presets; `presetRestore` undoes it."""
 
-    preset = graphene.Field(Preset)
-
-    class Arguments:
-        id = graphene.ID(required=True)
-
-    @classmethod
-    def perform(cls, info: Any, **arguments: Any) -> dict[str, Any]:
-        owner = get_user(info.context)
-        return {"preset": services.preset_delete(owner=owner, preset_id=arguments["id"])}
+    change = staticmethod(services.preset_delete)
 
 
-class PresetRestore(BaseMutation):
+class PresetRestore(_PresetByIdMutation):
     """Undo a delete."""
 
-    preset = graphene.Field(Preset)
-
-    class Arguments:
-        id = graphene.ID(required=True)
-
-    @classmethod
-    def perform(cls, info: Any, **arguments: Any) -> dict[str, Any]:
-        owner = get_user(info.context)
-        return {"preset": services.preset_restore(owner=owner, preset_id=arguments["id"])}
+    change = staticmethod(services.preset_restore)

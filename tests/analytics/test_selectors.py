@@ -63,13 +63,14 @@ def record(
     addr: str = "10.0.0.1",
     **query: Any,
 ) -> QueryLog:
-    row = services.querylog_record(
+    row = services.querylog_entry(
         query=RetrievalQuery(text=text, principal=principal, **query),
         result=result,
         corpus="live",
         surface=surface,
         remote_addr=addr,
     )
+    row.save(force_insert=True)
     if at is not None:
         QueryLog.objects.filter(pk=row.pk).update(created_at=at)
         row.refresh_from_db()

@@ -31,13 +31,15 @@ def record(
     result: RetrievalResult = RESULT,
     **query: Any,
 ) -> QueryLog:
-    return services.querylog_record(
+    row = services.querylog_entry(
         query=RetrievalQuery(text=text, principal=principal, **query),
         result=result,
         corpus="live",
         surface=surface,
         remote_addr=remote_addr,
     )
+    row.save(force_insert=True)
+    return row
 
 
 def test_signed_out_text_is_hashed_not_stored_by_default() -> None:

@@ -10,6 +10,7 @@ from django.utils import timezone
 from search.models import ContentItem
 from search.services import jobs, quality
 
+from ._options import item_ids_option
 from ._progress import progress_bar
 
 
@@ -17,14 +18,7 @@ class Command(BaseCommand):
     help = "Recompute every item's quality score and breakdown (freshness, completeness, cadence penalty)."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument(
-            "--item",
-            type=int,
-            action="append",
-            dest="item_ids",
-            metavar="ID",
-            help="only this item id (repeatable)",
-        )
+        item_ids_option(parser, help="only this item id (repeatable)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         item_ids = opts["item_ids"]

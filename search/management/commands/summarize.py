@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from search.models import ContentItem
 from search.services import jobs, summaries
 
+from ._options import item_ids_option
 from ._progress import progress_bar
 
 
@@ -17,14 +18,7 @@ class Command(BaseCommand):
     help = "Write summaries for items that have none (or --all, or the --item ids)."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument(
-            "--item",
-            type=int,
-            action="append",
-            dest="item_ids",
-            metavar="ID",
-            help="regenerate this item's summary (repeatable)",
-        )
+        item_ids_option(parser, help="regenerate this item's summary (repeatable)")
         parser.add_argument("--all", action="store_true", help="regenerate every item's summary")
         parser.add_argument(
             "--provider",
