@@ -348,9 +348,46 @@ def _swap_columns() -> float:
                 time.sleep(SWAP_LOCK_TIMEOUT_MS / 1000 / 2)  # the queued searches run meanwhile
         waited = time.monotonic() - started
         cursor.execute("SET LOCAL lock_timeout = 0")
+        named = _plain_index_names(cursor)
         for statement in _SWAP_SQL:
             cursor.execute(statement)
+        _index_names_swap(cursor, named)
     return waited
+
+
+# The plain (non-expression, non-partial) indexes of the model columns: Django's ``db_index`` ones (a btree
+# and a ``_like`` one each), named after their column.
+_PLAIN_INDEXES_SQL = """
+    SELECT c.relname, a.attname FROM pg_index i
+    JOIN pg_class c ON c.oid = i.indexrelid
+    JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+    WHERE i.indrelid = 'search_chunk'::regclass AND i.indnatts = 1 AND i.indexprs IS NULL
+      AND i.indpred IS NULL AND a.attname IN (%s, %s)
+    ORDER BY c.relname
+"""
+
+
+def _plain_index_names(cursor: Any) -> dict[str, list[str]]:
+    """Column -> names of its plain indexes (sorted), before the swap."""
+    cursor.execute(_PLAIN_INDEXES_SQL, [vector_index.SEARCHED[1], vector_index.NEXT[1]])
+    named: dict[str, list[str]] = {}
+    for name, column in cursor.fetchall():
+        named.setdefault(column, []).append(name)
+    return named
+
+
+def _index_names_swap(cursor: Any, named: dict[str, list[str]]) -> None:
+    """After the columns traded names, trade their plain indexes' names too, so each index keeps the name
+    of the column it is on (migrations that later drop or re-add a column find its own index by name)."""
+    searched = named.get(vector_index.SEARCHED[1], [])
+    upcoming = named.get(vector_index.NEXT[1], [])
+    if len(searched) != len(upcoming):
+        logger.warning("embedding space flip: index names not swapped (%s vs %s)", searched, upcoming)
+        return
+    for a, b in zip(searched, upcoming, strict=True):
+        cursor.execute(f'ALTER INDEX "{a}" RENAME TO "{a}_swap"')
+        cursor.execute(f'ALTER INDEX "{b}" RENAME TO "{a}"')
+        cursor.execute(f'ALTER INDEX "{a}_swap" RENAME TO "{b}"')
 
 
 def space_flip(

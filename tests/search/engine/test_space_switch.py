@@ -447,6 +447,17 @@ def test_the_flip_rewrites_no_chunk_row_and_builds_no_index(settings, vector_ind
     assert vector_index.vector_index_ensure(space=EmbeddingSpace.objects.get(model=NEW)) == name
     assert _index_oid(name) == index  # (already over the searched pair: nothing rebuilt)
     assert set(Chunk.objects.values_list("embedding_model", "embedding_next_model")) == {(NEW, OLD)}
+    # and each column's own indexes still carry its name (a migration that drops the column drops them)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'search_chunk' "
+            "AND indexname LIKE 'search_chunk_embedding_%'"
+        )
+        plain = cursor.fetchall()
+    assert len(plain) == 4
+    for index, definition in plain:
+        column = "embedding_next_model" if index.startswith("search_chunk_embedding_next_model") else "embedding_model"
+        assert f"({column}" in definition, (index, definition)
     for q in QUERIES:
         model, hits = _lane(q)
         assert model == NEW and _same(hits, _brute_force(q, 256))
