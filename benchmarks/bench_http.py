@@ -20,7 +20,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +28,8 @@ from typing import Any
 
 import httpx
 from django.conf import settings
+
+from config.runtime import web_command
 
 GRAPHQL_SEARCH = (
     "query Bench($q: String!) { search(input: {query: $q, limit: 20}) { totalCount partialMatch degraded "
@@ -75,20 +76,7 @@ def web_server(
         **(extra_env or {}),
     }
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "config.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--log-level",
-            "warning",
-        ],
+        web_command(host="127.0.0.1", port=port, workers=workers),
         cwd=settings.BASE_DIR,
         env=env,
         start_new_session=True,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,22 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 DATABASE_NAME = "kb"
+
+# How long uvicorn keeps an idle keep-alive connection open. Longer than clients keep theirs (httpx, so the
+# MCP SDK: 5 s; load balancers: often 60 s), so the client, not the server, ends an idle connection. With
+# uvicorn's default (5 s, the same as httpx) the server closed connections just as clients reused them, and
+# that request failed with "Server disconnected without sending a response" (httpx does not retry it).
+KEEP_ALIVE_S = 75
+
+
+def web_command(*, host: str, port: int, workers: int = 1, keep_alive_s: int = KEEP_ALIVE_S) -> list[str]:
+    """The command that serves the product: uvicorn on ``config.asgi`` (``up``, the tests, ``bench``)."""
+    command = [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", host, "--port", str(port),
+               "--timeout-keep-alive", str(keep_alive_s), "--log-level", "warning"]
+    if workers > 1:
+        command += ["--workers", str(workers)]
+    return command
+
 
 # Appended to postgresql.conf (and rewritten there when it changes; read when the server starts). Chosen
 # for this product's workload on a small machine: vector index builds need a large maintenance_work_mem

@@ -21,6 +21,8 @@ from urllib.parse import urlparse
 
 import httpx
 
+from config.runtime import web_command
+
 ROOT = Path(__file__).resolve().parents[2]
 # Variables of the test session that must not leak into a product process.
 _SESSION_ONLY = ("DJANGO_SETTINGS_MODULE", "KB_PROCESS_ROLE", "KB_EPHEMERAL", "KB_VALKEY_OWNER",
@@ -137,8 +139,7 @@ class Web(Proc):
         self.base_url = f"http://{host}:{self.port}"
         super().__init__(
             name,
-            [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", host, "--port",
-             str(self.port), "--log-level", "warning"],
+            web_command(host=host, port=self.port),
             env,
             log_dir,
         )

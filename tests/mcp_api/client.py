@@ -10,7 +10,6 @@ import contextlib
 import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -22,6 +21,8 @@ import httpx
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
+
+from config.runtime import web_command
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,12 +114,8 @@ def spawn_uvicorn(env: dict[str, str], *, workers: int = 1, stdout: Any = None) 
     ``env`` on top of this process's environment; returns the process and its base URL (not yet ready:
     each caller waits for what it needs)."""
     port = free_port()
-    command = [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
-               "--port", str(port), "--log-level", "warning"]
-    if workers > 1:
-        command += ["--workers", str(workers)]
     proc = subprocess.Popen(
-        command,
+        web_command(host="127.0.0.1", port=port, workers=workers),
         cwd=ROOT,
         env={**os.environ, **env},
         start_new_session=True,

@@ -61,10 +61,12 @@ class Command(BaseCommand):
             from analytics.metrics import multiprocess_dir_prepare
 
             web_env = {**child_env, "PROMETHEUS_MULTIPROC_DIR": multiprocess_dir_prepare(home)}
-            children.append(self._spawn(
-                [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host",
-                 env.env_str("HOST", "127.0.0.1"), "--port", str(port), "--workers",
-                 str(env.env_int("WEB_WORKERS", 2, minimum=1, maximum=64)), "--log-level", "warning"], web_env))
+            children.append(self._spawn(runtime.web_command(
+                host=env.env_str("HOST", "127.0.0.1"),
+                port=port,
+                workers=env.env_int("WEB_WORKERS", 2, minimum=1, maximum=64),
+                keep_alive_s=env.env_int("WEB_KEEP_ALIVE_S", runtime.KEEP_ALIVE_S, minimum=1, maximum=3600),
+            ), web_env))
             if not opts["no_worker"]:
                 children.append(self._spawn(
                     [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "warning",
