@@ -877,7 +877,10 @@ def growth(sizes: dict[str, dict[str, Any]]) -> dict[str, float | None]:
 def _federation_line(measured: dict[str, Any]) -> str:
     return (f"  federated over 2 peers p50 {measured['federated_peers_only']['p50_ms']:.1f} ms, slower peer alone "
             f"{measured['slowest_peer_p50']:.1f} ms: overhead {measured['overhead_p50_ms']:+.1f} ms (target ≤ 15); "
-            f"with this instance too {measured['federated']['p50_ms']:.1f} ms")
+            f"with this instance too {measured['federated']['p50_ms']:.1f} ms; over 2 replay peers (no CPU) "
+            f"{measured['replay']['federated_p50']:.1f} ms against {measured['replay']['slowest_peer_p50']:.1f} ms: "
+            f"overhead {measured['replay']['overhead_p50_ms']:+.1f} ms, "
+            f"{measured['replay']['past_slower_delay_p50_ms']} ms past the slower delay")
 
 
 def _summary_line(size: int, paths: dict[str, Any]) -> str:

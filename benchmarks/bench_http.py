@@ -186,6 +186,11 @@ def response_problem(request: Request, response: httpx.Response) -> str | None:
             return problem_kind("mcp: " + str(data["error"].get("message", ""))[:120])
         if data.get("result", {}).get("isError"):
             return problem_kind("mcp tool error: " + str(data["result"]["content"][0].get("text", ""))[:120])
+    elif request.path == "/api/search" and isinstance(request.body, dict) and request.body.get("sources"):
+        # a federated search answers 200 even when a source failed: that source's time is then not measured
+        failed = [s for s in response.json().get("sources", []) if s.get("status") != "ok"]
+        if failed:
+            return problem_kind(f"source {failed[0].get('name')}: {failed[0].get('status')}")
     return None
 
 

@@ -158,17 +158,23 @@ def federation_lines(size: str, fed: dict[str, Any]) -> list[str]:
     lines = [
         "", f"### Federated search with 2 peers ({size} items)", "",
         "Three web servers on the same corpus: two answer as peers, the third searches itself and both "
-        "(`POST /api/search` with `\"sources\": \"all\"`) or both peers only; each question timed on each in "
-        "turn, one request in flight. With its own search, three searches share these 2 cores.", "",
+        "(`POST /api/search` with `\"sources\": [\"local\", \"peer1\", \"peer2\"]`) or both peers only; "
+        "each question timed on each in turn, one request in flight. With its own search, three searches share "
+        "these 2 cores. `replay1`/`replay2` answer what `peer1`/`peer2` answered to the same question, after the "
+        "time they took, using no CPU (as peers on their own hosts); `federated_replays` searches both of them.", "",
         "| | n | errors | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|---|---|",
     ]
-    for kind in ("peer1", "peer2", "federated_peers_only", "federated"):
+    for kind in ("peer1", "peer2", "federated_peers_only", "federated", "replay1", "replay2", "federated_replays"):
         v = fed[kind]
         lines.append(f"| {kind} | {v['n']} | {v['errors']} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} | "
                      f"{v['p99_ms']:.1f} |")
     lines += ["", f"Federated over both peers, p50 − slower peer's p50: **{fed['overhead_p50_ms']:+.1f} ms** "
                   f"(target ≤ 15 ms: {'met' if fed['target_met'] else 'not met'}); with this instance's own search "
-                  f"too: {fed['overhead_with_local_p50_ms']:+.1f} ms."]
+                  f"too: {fed['overhead_with_local_p50_ms']:+.1f} ms.", "",
+              f"Federated over both replay peers, p50 − slower replay peer's p50: "
+              f"**{fed['replay']['overhead_p50_ms']:+.1f} ms** (target ≤ 15 ms: "
+              f"{'met' if fed['replay']['target_met'] else 'not met'}); per question, the median time past the "
+              f"slower of the two recorded delays: {fed['replay']['past_slower_delay_p50_ms']} ms."]
     return lines
 
 

@@ -269,12 +269,18 @@ def test_bench_command_runs_end_to_end(
     assert "The same load with every search embedding its query afresh" in markdown
     # a search across this instance and 2 peers, beside each peer alone, all answered
     federation = result["federation"]["200"]
-    for kind in ("peer1", "peer2", "federated", "federated_peers_only"):
+    for kind in ("peer1", "peer2", "federated", "federated_peers_only", "replay1", "replay2", "federated_replays"):
         assert federation[kind]["n"] >= 20 and federation[kind]["errors"] == 0, (kind, federation[kind])
     slower = max(federation["peer1"]["p50_ms"], federation["peer2"]["p50_ms"])
     assert federation["overhead_p50_ms"] == round(federation["federated_peers_only"]["p50_ms"] - slower, 2)
     assert federation["overhead_with_local_p50_ms"] == round(federation["federated"]["p50_ms"] - slower, 2)
+    # the replay peers answered every question as recorded; across both, no sooner than the slower delay
+    replay = federation["replay"]
+    assert replay["recorded"] > 0  # (a question not recorded would be a 404: an error above)
+    assert replay["federated_p50"] == federation["federated_replays"]["p50_ms"]
+    assert replay["past_slower_delay_p50_ms"] > 0
     assert "### Federated search with 2 peers (200 items)" in markdown
+    assert "Federated over both replay peers" in markdown
     # every plot the report shows is a file beside it
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", markdown)
     assert sorted(images) == ["baselines.png", "latency-percentiles.png", "load.png"]
