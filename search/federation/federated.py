@@ -9,6 +9,7 @@ content hash) appears once, with every source that returned it.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,8 @@ LOCAL = "local"
 ALL: Literal["all"] = "all"
 # Waiting for a peer's thread past its own timeout (the HTTP client's timeouts are per operation).
 GRACE_S = 0.05
+# Peer calls in flight at once in one web process (every search's, every peer's).
+PEER_THREADS = 32
 
 
 @dataclass(frozen=True)
@@ -207,6 +210,14 @@ def peer_request(query: RetrievalQuery) -> dict[str, Any]:
     return body
 
 
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    """The threads that ask peers, shared by this process's searches (starting two threads per search cost about
+    1 ms). A hanging peer holds one until its own timeout; past ``PEER_THREADS`` calls at once, a call waits for a
+    thread and, if none frees up in time, is reported as a timeout."""
+    return ThreadPoolExecutor(max_workers=PEER_THREADS, thread_name_prefix="federation")
+
+
 def federated_search(query: RetrievalQuery, *, sources: tuple[str, ...] | Literal["all"]) -> FederatedResult:
     """``query`` on this knowledge base and the peers in ``sources`` its principal may see, merged."""
     if query.cursor:
@@ -223,9 +234,8 @@ def federated_search(query: RetrievalQuery, *, sources: tuple[str, ...] | Litera
     groups: list[list[FederatedHit]] = []
     local_result: RetrievalResult | None = None
     started = time.monotonic()
-    pool = ThreadPoolExecutor(max_workers=max(1, len(calls)), thread_name_prefix="federation")
+    futures = [(call, _pool().submit(client.peer_search, call, body)) for call in calls]
     try:
-        futures = [(call, pool.submit(client.peer_search, call, body)) for call in calls]
         if search_local:
             local_started = time.monotonic()
             local_result = retrieve(query=query)
@@ -249,7 +259,8 @@ def federated_search(query: RetrievalQuery, *, sources: tuple[str, ...] | Litera
             groups.append(hits)
             reports.append(SourceReport(call.name, "ok", outcome.ms, max(outcome.answer.count, len(hits))))
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)  # a hanging peer's thread ends at its own timeout
+        for _, future in futures:
+            future.cancel()  # not started yet (every thread busy): never sent; a started call ends at its timeout
     merged = merge(groups)
     found = sum(report.count for report in reports if report.status == "ok")
     return FederatedResult(

@@ -44,6 +44,16 @@ def test_each_kind_of_caller_sees_the_peers_it_may(links: dict[str, int]) -> Non
     assert visible(Principal(kind="api_key", api_key_id=7, all_content=True)) == []
 
 
+def test_only_signed_in_users_pay_for_the_peer_groups(links: dict[str, int], django_assert_num_queries) -> None:
+    # every search across knowledge bases reads the peers first: anonymous and staff callers need no groups
+    with django_assert_num_queries(1):
+        assert visible(ANONYMOUS) == ["open"]
+    with django_assert_num_queries(1):
+        assert len(visible(Principal(kind="staff", user_id=2, all_content=True))) == 4
+    with django_assert_num_queries(2):
+        assert visible(Principal(kind="user", user_id=1)) == ["members", "open"]
+
+
 def test_filters_that_only_mean_something_here_are_refused_not_dropped(links: dict[str, int]) -> None:
     staff = Principal(kind="staff", user_id=2, all_content=True)
     for filters in (SearchFilters(content_item_id=5), SearchFilters(unread_only=True)):
