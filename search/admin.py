@@ -257,13 +257,24 @@ class EmbeddingSpaceAdmin(admin.ModelAdmin):
     @admin.display(description="state")
     def space_state(self, obj: EmbeddingSpace) -> str:
         if obj.active:
-            return "active (searched)"
+            return "active (searched)" + self._step_text(obj, "; ")
         if obj.state == EmbeddingSpace.State.BUILDING:
             from search.services import jobs
 
             running = jobs.job_is_running(job=jobs.REEMBED)
-            return "building (running)" if running else "building (waiting for the worker)"
+            state = "building (running)" if running else "building (waiting for the worker)"
+            return state + self._step_text(obj, ": ")
         return str(obj.state)
+
+    @staticmethod
+    def _step_text(obj: EmbeddingSpace, joiner: str) -> str:
+        """The switch's step ("filling … 35 %"), or "" when none is under way."""
+        if not obj.step:
+            return ""
+        text = joiner + EmbeddingSpace.Step(obj.step).label
+        if obj.step_total:
+            text += f" {100 * min(obj.step_done, obj.step_total) // obj.step_total} %"
+        return text
 
     @admin.display(description="progress")
     def progress(self, obj: EmbeddingSpace) -> str:

@@ -206,6 +206,15 @@ class EmbeddingSpace(models.Model):
         BUILDING = "building", "building"
         RETIRED = "retired", "retired"
 
+    class Step(models.TextChoices):
+        """Where a switch to this space stands (search.services.reembed); "" once nothing is left to do."""
+
+        NONE = "", "done"
+        STAGING = "staging", "embedding the chunks"
+        FILLING = "filling", "putting its vectors beside the searched ones"
+        INDEXING = "indexing", "building its index"
+        CLEARING = "clearing", "emptying the previous model's vectors"
+
     model = models.CharField(max_length=120, unique=True)
     dimensions = models.PositiveIntegerField()
     active = models.BooleanField(default=False)
@@ -214,6 +223,11 @@ class EmbeddingSpace(models.Model):
     # for the active space they are the figures of its flip.
     chunks_done = models.PositiveIntegerField(default=0)
     chunks_total = models.PositiveIntegerField(default=0)
+    # The switch's current step and, for the steps that go through the table in id ranges (filling,
+    # clearing), the ranges done of all.
+    step = models.CharField(max_length=10, choices=Step.choices, default=Step.NONE, blank=True)
+    step_done = models.PositiveIntegerField(default=0)
+    step_total = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField(null=True, blank=True)
     progress_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True, help_text="When it became the active space.")

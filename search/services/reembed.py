@@ -74,6 +74,7 @@ FLIP_ATTEMPTS = 5
 
 T = TypeVar("T")
 State = EmbeddingSpace.State
+Step = EmbeddingSpace.Step
 
 
 def _with_backoff(
@@ -228,6 +229,7 @@ def space_stage(
     Returns True once a whole pass found nothing missing, False when ``deadline`` (``time.monotonic()``)
     passed first. Provider errors propagate (the batches done stay).
     """
+    _step(space, Step.STAGING)
     while True:
         _space_recount(space)
         staged = 0
@@ -297,12 +299,33 @@ RANGE_IDS = 250
 # meanwhile queue behind it), then lets them through and asks again, up to SWAP_TRIES times.
 SWAP_LOCK_TIMEOUT_MS = 300
 SWAP_TRIES = 20
+# How often a step that goes through the table records its progress (one small UPDATE each time).
+STEP_REPORT_S = 1.0
 
 
-def _id_ranges() -> Iterator[tuple[int, int]]:
+def _id_ranges() -> list[tuple[int, int]]:
     top = Chunk.objects.aggregate(top=Max("pk"))["top"] or 0
-    for lo in range(0, top, RANGE_IDS):
-        yield lo, min(lo + RANGE_IDS, top)
+    return [(lo, min(lo + RANGE_IDS, top)) for lo in range(0, top, RANGE_IDS)]
+
+
+def _step(space: EmbeddingSpace, step: str, *, done: int = 0, total: int = 0) -> None:
+    """Record where the switch to ``space`` stands, for the admin (its own statement: seen at once)."""
+    EmbeddingSpace.objects.filter(pk=space.pk).update(
+        step=step, step_done=done, step_total=total, progress_at=timezone.now()
+    )
+
+
+def _ranges_with_progress(space: EmbeddingSpace | None, step: str) -> Iterator[tuple[int, int]]:
+    """The id ranges, recording ``step``'s progress on ``space`` about every STEP_REPORT_S as they are done."""
+    ranges = _id_ranges()
+    if space is not None:
+        _step(space, step, total=len(ranges))
+    reported = time.monotonic()
+    for done, bounds in enumerate(ranges, start=1):
+        yield bounds
+        if space is not None and (done == len(ranges) or time.monotonic() - reported >= STEP_REPORT_S):
+            _step(space, step, done=done, total=len(ranges))
+            reported = time.monotonic()
 
 
 def space_prepare(*, space: EmbeddingSpace, deadline: float | None = None) -> bool:
@@ -318,12 +341,13 @@ def space_prepare(*, space: EmbeddingSpace, deadline: float | None = None) -> bo
     with space_writes.space_prepare_lock():
         if not EmbeddingSpace.objects.filter(pk=space.pk, active=False, state=State.BUILDING).exists():
             return True  # flipped or cancelled by another run meanwhile: the flip says which
-        for lo, hi in _id_ranges():
+        for lo, hi in _ranges_with_progress(space, Step.FILLING):
             with transaction.atomic(), connection.cursor() as cursor:
                 cursor.execute(_NEXT_CLEAR_SQL, {"lo": lo, "hi": hi, "keep": model})
                 cursor.execute(_FILL_SQL, {"lo": lo, "hi": hi, "model": model})
             if deadline is not None and time.monotonic() >= deadline:
                 return False
+        _step(space, Step.INDEXING)
         for other in EmbeddingSpace.objects.filter(active=False).exclude(pk=space.pk):
             vector_index.vector_index_drop(model=other.model)
         vector_index.vector_index_ensure(space=space, staged=True)
@@ -447,6 +471,9 @@ def space_flip(
                     finished_at=now,
                     progress_at=now,
                     last_error="",
+                    step=Step.NONE,
+                    step_done=0,
+                    step_total=0,
                 )
         except DatabaseError as exc:
             sqlstate = getattr(exc.__cause__, "sqlstate", None)
@@ -470,15 +497,17 @@ def space_flip(
     )
 
 
-def space_next_clear(*, keep: str = "") -> int:
+def space_next_clear(*, keep: str = "", space: EmbeddingSpace | None = None) -> int:
     """Empty the next-space columns (after a flip they hold the previous model's vectors), in id ranges that
     each commit; rows of ``keep`` stay. Returns the rows emptied. Run after the previous model's index is
-    dropped, so the updates do not feed it."""
+    dropped, so the updates do not feed it. ``space`` (the one just flipped to) shows the progress."""
     cleared = 0
-    for lo, hi in _id_ranges():
+    for lo, hi in _ranges_with_progress(space, Step.CLEARING):
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(_NEXT_CLEAR_SQL, {"lo": lo, "hi": hi, "keep": keep})
             cleared += cursor.rowcount
+    if space is not None:
+        _step(space, Step.NONE)
     return cleared
 
 
@@ -667,6 +696,7 @@ def corpus_reembed(
             )
         return _report(space, embedded=embedded, index=None, dropped=[])
     index = vector_index.hnsw_index_name(space.model)
+    _step(space, Step.CLEARING)
     dropped = unused_indexes_drop(keep=space)
-    space_next_clear()
+    space_next_clear(space=space)
     return _report(space, embedded=embedded, index=index, dropped=dropped, flip_seconds=outcome.seconds)

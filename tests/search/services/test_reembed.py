@@ -212,6 +212,55 @@ def test_reembed_interrupted_then_rerun_reaches_the_same_state(
 
 
 @pytest.mark.django_db
+def test_a_switch_records_each_step_for_the_admin(settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a hash-384 corpus of several id ranges moving to hash-256, every range's progress recorded
+    from search.admin import EmbeddingSpaceAdmin
+
+    monkeypatch.setattr(reembed, "RANGE_IDS", 2)
+    monkeypatch.setattr(reembed, "STEP_REPORT_S", 0.0)
+    _corpus(5)
+    build()
+    settings.HASH_EMBEDDING_DIMENSIONS = 256
+    seen: list[tuple[str, str, str, int, int]] = []
+    original = reembed._step
+
+    def recording(space: EmbeddingSpace, step: str, *, done: int = 0, total: int = 0) -> None:
+        original(space, step, done=done, total=total)
+        row = EmbeddingSpace.objects.get(pk=space.pk)
+        seen.append((row.model, row.state, row.step, row.step_done, row.step_total))
+
+    monkeypatch.setattr(reembed, "_step", recording)
+
+    # when
+    reembed.corpus_reembed()
+
+    # then the space went through staging, filling range by range, indexing, and (once searched) clearing
+    # range by range, and ends with no step
+    steps = [step for _, _, step, _, _ in seen]
+    order = ["staging", "filling", "indexing", "clearing", ""]
+    assert [s for i, s in enumerate(steps) if i == 0 or steps[i - 1] != s] == order
+    ranges = -(-max(Chunk.objects.values_list("pk", flat=True)) // 2)
+    for step in ("filling", "clearing"):
+        progress = [(done, total) for _, _, s, done, total in seen if s == step and total]
+        assert progress == [(done, ranges) for done in range(ranges + 1)], step
+    assert {(model, state) for model, state, step, _, _ in seen if step in ("staging", "filling", "indexing")} == {
+        ("hash-256", "building")}
+    assert {(model, state) for model, state, step, _, _ in seen if step == "clearing"} == {("hash-256", "active")}
+    space = EmbeddingSpace.objects.get(model="hash-256")
+    assert (space.step, space.step_done, space.step_total) == ("", 0, 0)
+    # and the admin says so in words
+    admin_view = EmbeddingSpaceAdmin(EmbeddingSpace, None)  # type: ignore[arg-type]
+    assert admin_view.space_state(space) == "active (searched)"
+    space.step, space.step_done, space.step_total = "clearing", 1, 4
+    assert admin_view.space_state(space) == "active (searched); emptying the previous model's vectors 25 %"
+    space.active, space.state, space.step, space.step_done = False, "building", "filling", 3
+    assert admin_view.space_state(space) == (
+        "building (waiting for the worker): putting its vectors beside the searched ones 75 %")
+    space.step, space.step_done, space.step_total = "indexing", 0, 0
+    assert admin_view.space_state(space) == "building (waiting for the worker): building its index"
+
+
+@pytest.mark.django_db
 def test_reembed_dry_run_changes_nothing(settings) -> None:
     _corpus(2)
     build()
