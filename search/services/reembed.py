@@ -308,27 +308,40 @@ def _id_ranges() -> list[tuple[int, int]]:
     return [(lo, min(lo + RANGE_IDS, top)) for lo in range(0, top, RANGE_IDS)]
 
 
-def _step(space: EmbeddingSpace, step: str, *, done: int = 0, total: int = 0) -> None:
+# Told each step of a switch as it is recorded: (step, ranges done, ranges in all; 0 and 0 for a step
+# without ranges). ``manage.py reembed`` prints them.
+StepListener = Callable[[str, int, int], None]
+
+
+def _step(
+    space: EmbeddingSpace, step: str, *, done: int = 0, total: int = 0, on_step: StepListener | None = None
+) -> None:
     """Record where the switch to ``space`` stands, for the admin (its own statement: seen at once)."""
     EmbeddingSpace.objects.filter(pk=space.pk).update(
         step=step, step_done=done, step_total=total, progress_at=timezone.now()
     )
+    if on_step is not None:
+        on_step(step, done, total)
 
 
-def _ranges_with_progress(space: EmbeddingSpace | None, step: str) -> Iterator[tuple[int, int]]:
+def _ranges_with_progress(
+    space: EmbeddingSpace | None, step: str, on_step: StepListener | None = None
+) -> Iterator[tuple[int, int]]:
     """The id ranges, recording ``step``'s progress on ``space`` about every STEP_REPORT_S as they are done."""
     ranges = _id_ranges()
     if space is not None:
-        _step(space, step, total=len(ranges))
+        _step(space, step, total=len(ranges), on_step=on_step)
     reported = time.monotonic()
     for done, bounds in enumerate(ranges, start=1):
         yield bounds
         if space is not None and (done == len(ranges) or time.monotonic() - reported >= STEP_REPORT_S):
-            _step(space, step, done=done, total=len(ranges))
+            _step(space, step, done=done, total=len(ranges), on_step=on_step)
             reported = time.monotonic()
 
 
-def space_prepare(*, space: EmbeddingSpace, deadline: float | None = None) -> bool:
+def space_prepare(
+    *, space: EmbeddingSpace, deadline: float | None = None, on_step: StepListener | None = None
+) -> bool:
     """Put the building ``space``'s staged vectors where the flip will find them, while searches go on.
 
     Fills the next-space columns from the embedding cache in id ranges that each commit (emptying other
@@ -341,13 +354,13 @@ def space_prepare(*, space: EmbeddingSpace, deadline: float | None = None) -> bo
     with space_writes.space_prepare_lock():
         if not EmbeddingSpace.objects.filter(pk=space.pk, active=False, state=State.BUILDING).exists():
             return True  # flipped or cancelled by another run meanwhile: the flip says which
-        for lo, hi in _ranges_with_progress(space, Step.FILLING):
+        for lo, hi in _ranges_with_progress(space, Step.FILLING, on_step):
             with transaction.atomic(), connection.cursor() as cursor:
                 cursor.execute(_NEXT_CLEAR_SQL, {"lo": lo, "hi": hi, "keep": model})
                 cursor.execute(_FILL_SQL, {"lo": lo, "hi": hi, "model": model})
             if deadline is not None and time.monotonic() >= deadline:
                 return False
-        _step(space, Step.INDEXING)
+        _step(space, Step.INDEXING, on_step=on_step)
         for other in EmbeddingSpace.objects.filter(active=False).exclude(pk=space.pk):
             vector_index.vector_index_drop(model=other.model)
         vector_index.vector_index_ensure(space=space, staged=True)
@@ -497,17 +510,19 @@ def space_flip(
     )
 
 
-def space_next_clear(*, keep: str = "", space: EmbeddingSpace | None = None) -> int:
+def space_next_clear(
+    *, keep: str = "", space: EmbeddingSpace | None = None, on_step: StepListener | None = None
+) -> int:
     """Empty the next-space columns (after a flip they hold the previous model's vectors), in id ranges that
     each commit; rows of ``keep`` stay. Returns the rows emptied. Run after the previous model's index is
     dropped, so the updates do not feed it. ``space`` (the one just flipped to) shows the progress."""
     cleared = 0
-    for lo, hi in _ranges_with_progress(space, Step.CLEARING):
+    for lo, hi in _ranges_with_progress(space, Step.CLEARING, on_step):
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(_NEXT_CLEAR_SQL, {"lo": lo, "hi": hi, "keep": keep})
             cleared += cursor.rowcount
     if space is not None:
-        _step(space, Step.NONE)
+        _step(space, Step.NONE, on_step=on_step)
     return cleared
 
 
@@ -617,6 +632,7 @@ def corpus_reembed(
     progress: Callable[[int], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     time_budget_s: float | None = None,
+    on_step: StepListener | None = None,
     **backoff: Any,
 ) -> ReembedReport:
     """Move the corpus to ``provider`` (default: the configured model); see the module docstring.
@@ -680,7 +696,7 @@ def corpus_reembed(
                 **retry,
             )
             embedded += staged
-            if not complete or not space_prepare(space=space, deadline=deadline):
+            if not complete or not space_prepare(space=space, deadline=deadline, on_step=on_step):
                 return _report(space, embedded=embedded, index=None, dropped=[])
             outcome = space_flip(space=space, provider=provider)
         except EmbeddingUnavailable as exc:
@@ -696,7 +712,7 @@ def corpus_reembed(
             )
         return _report(space, embedded=embedded, index=None, dropped=[])
     index = vector_index.hnsw_index_name(space.model)
-    _step(space, Step.CLEARING)
+    _step(space, Step.CLEARING, on_step=on_step)
     dropped = unused_indexes_drop(keep=space)
-    space_next_clear(space=space)
+    space_next_clear(space=space, on_step=on_step)
     return _report(space, embedded=embedded, index=index, dropped=dropped, flip_seconds=outcome.seconds)

@@ -6,6 +6,8 @@ is built beside the one searches use and replaces it atomically when complete.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -16,6 +18,34 @@ from search.models import EmbeddingSpace
 from search.services import jobs, reembed
 
 from ._progress import progress_bar
+
+
+class _StepBars:
+    """The steps after the embedding, as the admin names them: a line each, and a bar over the id ranges of
+    those that go through the table (putting the vectors in place, emptying the previous ones)."""
+
+    def __init__(self, command: BaseCommand) -> None:
+        self.command = command
+        self.step = ""
+        self.bars = ExitStack()
+        self.update: Callable[[int], Any] | None = None
+        self.done = 0
+
+    def __call__(self, step: str, done: int, total: int) -> None:
+        if step != self.step:
+            self.close()
+            self.step = step
+            if step:
+                self.command.stderr.write(f"reembed: {EmbeddingSpace.Step(step).label}")
+        if step and total and self.update is None:
+            self.update = self.bars.enter_context(progress_bar(self.command, total=total, desc="id ranges"))
+        if self.update is not None and done > self.done:
+            self.update(done - self.done)
+            self.done = done
+
+    def close(self) -> None:
+        self.bars.close()
+        self.update, self.done = None, 0
 
 
 class Command(BaseCommand):
@@ -39,14 +69,18 @@ class Command(BaseCommand):
         if opts["dry_run"]:
             return
         report: dict[str, Any] = {}
+        steps = _StepBars(self)
         try:
             with progress_bar(self, total=pending, desc="reembed") as update:
 
                 def _run() -> jobs.JobResult:
-                    report.update(reembed.corpus_reembed(provider=provider, progress=update))
+                    report.update(reembed.corpus_reembed(provider=provider, progress=update, on_step=steps))
                     return jobs.JobResult(items_touched=report["embedded"], detail=report)
 
-                outcome = jobs.job_execute(job=jobs.REEMBED, run=_run)
+                try:
+                    outcome = jobs.job_execute(job=jobs.REEMBED, run=_run)
+                finally:
+                    steps.close()
         except EmbeddingUnavailable as exc:
             raise CommandError(
                 f"{exc.message} Progress is kept (searches still use the previous model): run "

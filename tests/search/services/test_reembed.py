@@ -152,13 +152,20 @@ def test_reembed_moves_the_corpus_to_the_configured_model(settings) -> None:
     settings.HASH_EMBEDDING_DIMENSIONS = 256
     # (searches keep the complete hash-384 space until the switch: no refusal any more)
     assert space_writes.active_space().model == "hash-384"
-    out = StringIO()
+    out, err = StringIO(), StringIO()
 
     # when
-    call_command("reembed", stdout=out, stderr=StringIO())
+    call_command("reembed", stdout=out, stderr=err)
 
     # then every current chunk has a hash-256 vector, the space is active with its index, the old index went
     assert "from hash-384 (384 dims) to hash-256 (256 dims): 4 chunk(s) to embed" in out.getvalue()
+    # (and the command named each step after the embedding, in order, with a bar over the id ranges)
+    said = err.getvalue()
+    steps = ["reembed: putting its vectors beside the searched ones", "reembed: building its index",
+             "reembed: emptying the previous model's vectors"]
+    assert all(step in said for step in steps), said
+    assert [said.index(step) for step in steps] == sorted(said.index(step) for step in steps)
+    assert said.count("id ranges") >= 2
     _assert_same_vectors(_stored("hash-256"), _expected(HashEmbedder(256)))
     assert not Chunk.objects.exclude(embedding_model="hash-256").exists()
     space = space_writes.active_space()
@@ -224,8 +231,8 @@ def test_a_switch_records_each_step_for_the_admin(settings, monkeypatch: pytest.
     seen: list[tuple[str, str, str, int, int]] = []
     original = reembed._step
 
-    def recording(space: EmbeddingSpace, step: str, *, done: int = 0, total: int = 0) -> None:
-        original(space, step, done=done, total=total)
+    def recording(space: EmbeddingSpace, step: str, *, done: int = 0, total: int = 0, on_step=None) -> None:
+        original(space, step, done=done, total=total, on_step=on_step)
         row = EmbeddingSpace.objects.get(pk=space.pk)
         seen.append((row.model, row.state, row.step, row.step_done, row.step_total))
 
