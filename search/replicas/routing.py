@@ -25,9 +25,11 @@ T = TypeVar("T")
 
 # SQLSTATEs that say "this replica cannot answer now", so the read is run again on the primary: connection
 # exceptions (08), admin/crash shutdown and "cannot connect now" (57P01-57P03), a statement cancelled by a
-# recovery conflict (40001 on a standby), and a write the replica refused (25006: a bug, but the primary
-# can still answer). A statement timeout (57014) is the query's own doing and is not retried.
-_REPLICA_STATES = ("08", "57P01", "57P02", "57P03", "40001", "25006")
+# recovery conflict (40001 on a standby; 40P01 when the read deadlocked with the replay: it held a table the
+# replay needed while waiting for one the replay held, e.g. during an index build's DDL), and a write the
+# replica refused (25006: a bug, but the primary can still answer). A statement timeout (57014) is the query's
+# own doing and is not retried.
+_REPLICA_STATES = ("08", "57P01", "57P02", "57P03", "40001", "40P01", "25006")
 
 _alias: ContextVar[str | None] = ContextVar("kb_read_alias", default=None)
 

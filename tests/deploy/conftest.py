@@ -10,6 +10,16 @@ import pytest
 
 from tests.deploy.processes import Beat, Proc, Web, Worker
 
+LOG_TAIL_CHARS = 6000  # of each process's log, printed when its test fails
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+    """Keep each phase's report on the item, so a fixture can tell whether its test failed."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
 
 class Processes:
     """Starts product processes for one test and stops every one of them (and their groups) at its end."""
@@ -35,14 +45,28 @@ class Processes:
         for proc in reversed(self.started):
             proc.terminate()
 
+    def logs(self) -> str:
+        """Every process's log (its tail): what the processes said, for a failed test's report."""
+        parts = []
+        for proc in self.started:
+            text = proc.text() if proc.log.exists() else ""
+            cut = "[…]\n" if len(text) > LOG_TAIL_CHARS else ""
+            parts.append(f"----- {proc.name} ({proc.log.name}) -----\n{cut}{text[-LOG_TAIL_CHARS:]}")
+        return "\n".join(parts)
+
 
 @pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Processes]:
+def processes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Processes]:
+    """The test's processes, stopped at its end; when the test failed, their logs go into its report (CI keeps
+    nothing else of them: the log files are in the test's temporary directory)."""
     running = Processes(tmp_path)
     try:
         yield running
     finally:
         running.stop_all()
+        report = getattr(request.node, "report_call", None)
+        if report is not None and report.failed:
+            report.sections.append(("product processes' logs", running.logs()))
 
 
 @pytest.fixture

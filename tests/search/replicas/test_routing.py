@@ -148,7 +148,8 @@ def _error(sqlstate: str | None, cls: type[Exception] = OperationalError) -> Exc
 
 @pytest.mark.parametrize(
     ("sqlstate", "retried"),
-    [(None, True), ("08006", True), ("57P01", True), ("57P03", True), ("40001", True), ("25006", True),
+    [(None, True), ("08006", True), ("57P01", True), ("57P03", True), ("40001", True), ("40P01", True),
+     ("25006", True),
      ("57014", False), ("42703", False), ("23505", False)],
 )
 def test_which_failures_send_a_read_back_to_the_primary(sqlstate: str | None, retried: bool) -> None:
