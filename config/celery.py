@@ -14,7 +14,7 @@ app.autodiscover_tasks()
 
 @worker_init.connect
 def _embedding_model_prepare(**_: object) -> None:
-    """The main worker process prepares the e5 model for ONNX Runtime (a conversion of about 10 s the first
+    """The main worker process prepares the e5 model for ONNX Runtime (a conversion of about 20 s the first
     time on a host) before it starts its pool: a pool process must report ready within seconds, and would be
     killed and restarted, again and again, in the middle of a conversion."""
     from search.embeddings.providers import embeddings_prepare

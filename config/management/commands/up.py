@@ -50,7 +50,7 @@ class Command(BaseCommand):
         try:
             call_command("migrate", interactive=False, verbosity=0)
             call_command("collectstatic", interactive=False, verbosity=0)
-            # e5 for ONNX Runtime, converted once (about 10 s) before the web and worker processes need it
+            # e5 for ONNX Runtime, converted once (about 20 s) before the web and worker processes need it
             from search.embeddings.providers import embeddings_prepare
 
             embeddings_prepare()

