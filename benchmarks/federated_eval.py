@@ -5,7 +5,7 @@ indexed into a scratch database of its own (the embedding cache copied in, so no
 shards 1..N-1 are served by real web servers of this product (uvicorn, the configured embedder, their own
 ``SITE_URL`` so their pages never look like each other's), each holding an API key the first instance keeps
 as a peer. The first instance (shard 0, in this process) then answers every question with
-``federated_search(sources="all")``: its own engine plus every peer over HTTP, merged by confidence. Each
+``federated_search(sources="all")``: its own engine plus every peer over HTTP, merged. Each
 result is mapped back to the dataset's document id (ours by ``external_id``, a peer's by the slug in its URL)
 and scored like any run; the command compares it with one instance holding the whole corpus.
 """
@@ -18,6 +18,8 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from unittest import mock
 from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
@@ -115,11 +117,14 @@ def peers_serving(shards: list[Shard]) -> Iterator[dict[str, str]]:
 
 @dataclass
 class FederatedRun:
-    """What the asking instance saw: the search function, and every source's failures so far."""
+    """What the asking instance saw: the search function, every source's failures so far, and for each question
+    asked the same answers merged by the previous rule (by confidence, each source's order kept: ``merge``
+    without the sources' fusion evidence), so both rules are scored on exactly the same answers."""
 
     search: Callable[[str], list[str]]
     failures: dict[str, int]
     unmapped: list[str]
+    by_confidence: dict[str, list[str]] = field(default_factory=dict)
 
 
 def federated_searcher(
@@ -127,6 +132,7 @@ def federated_searcher(
 ) -> FederatedRun:
     """Inside ``first``'s database: register each (shard, base URL) of ``peers_of`` as a peer, and return a
     search that asks this instance and every peer."""
+    from search.federation import federated as federated_module
     from search.federation import peers
     from search.federation.federated import federated_search
     from search.principal import Principal
@@ -138,26 +144,40 @@ def federated_searcher(
     staff = Principal(kind="staff", all_content=True)
     failures: dict[str, int] = {}
     unmapped: list[str] = []
+    by_confidence: dict[str, list[str]] = {}
+    shipped_merge = federated_module.merge
 
-    def search(text: str) -> list[str]:
-        with override_settings(SITE_URL=first.site_url):
-            result = federated_search(RetrievalQuery(
-                text=text[:2000], principal=staff, mode=mode, limit=limit, threshold=0.0,  # type: ignore[arg-type]
-            ), sources="all")
-        for report in result.sources:
-            if report.status != "ok":
-                failures[report.name] = failures.get(report.name, 0) + 1
+    def document_ids(hits: Any, *, record: bool) -> list[str]:
         ids = []
-        for hit in result.hits:
+        for hit in hits:
             if hit.local is not None:
                 ids.append(hit.local.external_id)
                 continue
             slug = unquote(urlsplit(hit.url).path.rstrip("/").rsplit("/", 1)[-1])
             doc = by_name[hit.source].slugs.get(slug) if hit.source in by_name else None
             if doc is None:
-                unmapped.append(hit.url)
+                if record:
+                    unmapped.append(hit.url)
             else:
                 ids.append(doc)
         return ids
 
-    return FederatedRun(search, failures, unmapped)
+    def search(text: str) -> list[str]:
+        seen: list[Any] = []
+
+        def merge_both(groups: Any, fusions: Any = None) -> Any:
+            seen.append(shipped_merge(groups).hits[:limit])  # the same answers, merged by confidence
+            return shipped_merge(groups, fusions)
+
+        with override_settings(SITE_URL=first.site_url), \
+                mock.patch.object(federated_module, "merge", merge_both):
+            result = federated_search(RetrievalQuery(
+                text=text[:2000], principal=staff, mode=mode, limit=limit, threshold=0.0,  # type: ignore[arg-type]
+            ), sources="all")
+        for report in result.sources:
+            if report.status != "ok":
+                failures[report.name] = failures.get(report.name, 0) + 1
+        by_confidence[text] = document_ids(seen[0], record=False) if seen else []
+        return document_ids(result.hits, record=True)
+
+    return FederatedRun(search, failures, unmapped, by_confidence)

@@ -24,7 +24,14 @@ from search.errors import SearchError
 SCRATCH_NAME_RE = re.compile(r"^kb_(eval|bench)_[a-z0-9_]{1,40}$")
 
 
+def _has_cache() -> bool:
+    """Whether the current database holds an embedding cache (a server nothing was ever migrated on does not)."""
+    return "search_embeddingcache" in connection.introspection.table_names()
+
+
 def _cache_rows() -> list[tuple[str, str, str]]:
+    if not _has_cache():
+        return []
     with connection.cursor() as cursor:
         cursor.execute("SELECT model, text_hash, embedding::text FROM search_embeddingcache")
         return list(cursor.fetchall())
@@ -90,7 +97,7 @@ def scratch_database(*, name: str, copy_embedding_cache: bool = False, keep: boo
         test_settings["NAME"] = original_test_name
         if original_test_name is None:
             del test_settings["NAME"]
-    if fresh:
+    if fresh and _has_cache():
         _cache_insert(fresh)
 
 

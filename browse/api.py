@@ -118,7 +118,7 @@ def search_api(request: HttpRequest) -> HttpResponse:
 
 
 def _federated(request: HttpRequest, body: SearchRequest, filters: Any, sources: Any) -> JsonResponse:
-    """``POST /api/search`` with ``sources``: this knowledge base and its peers, merged by confidence."""
+    """``POST /api/search`` with ``sources``: this knowledge base and its peers, merged (``federated.merge``)."""
     try:
         result = federated_search(RetrievalQuery(
             text=body.query, principal=principal_for_user(request.user), filters=filters, limit=body.limit,

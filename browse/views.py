@@ -234,8 +234,8 @@ def _fill(listing: Listing, request: HttpRequest, principal: Principal, *, close
 
 
 def _fill_federated(listing: Listing, principal: Principal, *, closed: bool) -> None:
-    """This knowledge base and the peers the visitor may see, merged by confidence: one page, no cursor (the
-    most confident ``MAX_HITS``), every source's status shown above the cards."""
+    """This knowledge base and the peers the visitor may see, merged (``federated.merge``): one page, no cursor
+    (the first ``MAX_HITS``), every source's status shown above the cards."""
     result = federated_search(RetrievalQuery(
         text=listing.q, principal=principal, filters=listing.filters, limit=MAX_HITS, surface="browse",
         threshold=0.0 if listing.show_nearest else SITE_THRESHOLD,

@@ -47,8 +47,9 @@ class Query(graphene.ObjectType):
         required=True,
         input=FederatedSearchInput(required=True),
         description=(
-            "One search across this knowledge base and the peers you may see (docs/federation.md), merged by "
-            "confidence; `sources` says how each answered. Spends one search unit, like `search`."
+            "One search across this knowledge base and the peers you may see (docs/federation.md), ranked "
+            "together as one knowledge base holding them all would rank them; `sources` says how each "
+            "answered. Spends one search unit, like `search`."
         ),
     )
     note_paths = graphene.List(

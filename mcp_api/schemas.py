@@ -131,7 +131,8 @@ class FindArgs(ToolArgs):
         min_length=1, max_length=20)] | None = Field(
         None,
         description='Also search peer knowledge bases: "all", or names such as ["local", "emea"] (default: this '
-        "knowledge base only). Results merge by confidence; each says its source. No cursor, no similar_to then.",
+        "knowledge base only). Results are ranked together as one knowledge base holding them all would rank them; "
+        "each says its source. No cursor, no similar_to then.",
     )
 
     @model_validator(mode="after")

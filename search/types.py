@@ -101,6 +101,11 @@ class Hit:
     missing_words: tuple[str, ...] = ()
     # The calibrated probability that this hit is relevant to the query (search.engine.confidence), in [0, 1].
     confidence: float = 1.0
+    # Each lane's raw score of this hit as fusion saw it (lexical: BM25; vector and english: cosine) and the
+    # rerank factor it was given: with ``RetrievalResult.fusion``, what another instance needs to fuse this hit
+    # among its own (search.federation).
+    lane_scores: dict[str, float] = field(default_factory=dict)
+    rerank: float = 1.0
 
     @property
     def lanes_text(self) -> str:
@@ -130,6 +135,40 @@ NEAREST = (
 
 
 @dataclass(frozen=True)
+class LaneEvidence:
+    """One lane as fusion saw it: its fusion weight, every candidate's raw score it returned (best first) and
+    what a candidate it did not return counts as (None: its lowest; lexical: 0 when it returned every chunk
+    holding a query word)."""
+
+    name: str
+    weight: float
+    scores: tuple[float, ...]
+    absent: float | None = None
+
+
+@dataclass(frozen=True)
+class FusionEvidence:
+    """How a search ordered its candidates, from what (``search.engine.fusion.federated_scores``): ``method``
+    ``zscore`` or ``rrf`` (the lanes fused), ``lexical`` or ``vector`` (one lane's order); ``model`` the vector
+    lane's embedding model, ``english`` the English lane's; ``candidates`` how many ids fusion scored."""
+
+    method: str
+    lanes: tuple[LaneEvidence, ...] = ()
+    model: str = ""
+    english: str = ""
+    candidates: int = 0
+    # The lexical lane's depth and how many hits (chunks) it returned: every match when fewer than its depth.
+    depth: int = 0
+    lexical_hits: int = 0
+    # For each of the vector lane's scores, whether the lexical lane returned that candidate too.
+    vector_lexical: tuple[bool, ...] = ()
+    # What was fused: items or chunks; and the lane scores of the candidate fusion scored lowest (the low end
+    # of its [0, 1] scale, before rerank factors).
+    granularity: str = "item"
+    worst: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class RetrievalResult:
     hits: tuple[Hit, ...] = ()
     total: int = 0
@@ -141,6 +180,9 @@ class RetrievalResult:
     suggestion: str | None = None
     # When no hit reaches the threshold: the few nearest candidates, which are not answers (``NEAREST``).
     nearest: tuple[Hit, ...] = ()
+    # What fusion saw (None: nothing was fused, e.g. a query without words): lets a federated search order the
+    # hits of several knowledge bases as one instance holding them all would.
+    fusion: FusionEvidence | None = None
 
     @property
     def count(self) -> int:

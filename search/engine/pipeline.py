@@ -48,7 +48,7 @@ from search.filters import FILTER_COLUMNS
 from search.models import ContentItem
 from search.signals import search_performed
 from search.text import query_parser
-from search.types import LANES, Hit, RetrievalQuery, RetrievalResult, Span
+from search.types import LANES, FusionEvidence, Hit, LaneEvidence, RetrievalQuery, RetrievalResult, Span
 
 logger = logging.getLogger(__name__)
 H = TypeVar("H", lexical.LexicalHit, vector.VectorHit)
@@ -66,6 +66,8 @@ class _Candidate:
     complete: bool | None = None
     similarity: float | None = None
     confidence: float = 1.0
+    lane_scores: dict[str, float] = field(default_factory=dict)  # each lane's raw score, as fusion saw it
+    rerank: float = 1.0
 
 
 def _fingerprint(query: RetrievalQuery, corpus: str) -> str:
@@ -173,7 +175,7 @@ def _search(
         _EnglishLane(plan.english, lanes_run.english_vector, plan.english_weight)
         if plan.english is not None and lanes_run.english_vector is not None else None
     )
-    ordered = _fuse(
+    ordered, fusion_evidence = _fuse(
         query, parsed, lanes_run.lexical.hits, lanes_run.vector, reach=offset + query.limit,
         page_reads=lanes_run.page_reads, vector_weight=plan.vector_weight, english_lane=english_lane,
         # fewer hits than its depth: the lexical lane returned every chunk that holds a query word; counted so
@@ -181,6 +183,7 @@ def _search(
         # text, would take the first places from the vector lane's answers: -0.076 nDCG@10 on the
         # cross-lingual check against -0.015)
         lexical_complete=len(lanes_run.lexical.hits) < plan.depth and any(h.complete for h in lanes_run.lexical.hits),
+        depth=plan.depth,
     )
     coverage = _Coverage.of(parsed, lanes_run.lexical.hits, by_item=query.granularity == "item")
     _confide(query, parsed, ordered, lanes_run, coverage)
@@ -193,7 +196,7 @@ def _search(
         query, parsed, corpus, kept, lanes_run, coverage, offset=offset, fingerprint=fingerprint, timings=timings,
         started=started, nearest=nearest,
     )
-    return result, corpus
+    return dataclasses.replace(result, fusion=fusion_evidence), corpus
 
 
 # When nothing clears the threshold, the result names this many nearest candidates (clearly not answers).
@@ -409,12 +412,15 @@ def _fuse(
     vector_weight: float,
     english_lane: _EnglishLane | None = None,
     lexical_complete: bool = False,
-) -> list[_Candidate]:
-    """Candidates best first. ``reach``: how many leading places must be exact (offset + limit);
+    depth: int = 0,
+) -> tuple[list[_Candidate], FusionEvidence]:
+    """Candidates best first, and what ordered them (``FusionEvidence``: each lane's weight and scores, which
+    with each candidate's ``lane_scores`` and ``rerank`` let a federated search fuse several knowledge bases'
+    hits as one). ``reach``: how many leading places must be exact (offset + limit);
     ``vector_weight``: the vector lane's fusion weight for this query (lane_weights); ``lexical_complete``: the
     lexical lane returned every chunk holding a query word, so a candidate it did not return holds none (BM25
-    0: ``fusion.zscore_fuse``'s ``absent``). The rerank's item rows come from ``page_reads`` (read there when
-    missing)."""
+    0: ``fusion.zscore_fuse``'s ``absent``); ``depth``: the lexical lane's. The rerank's item rows come from
+    ``page_reads`` (read there when missing)."""
     by_item = query.granularity == "item"
     candidates: dict[int, _Candidate] = {}
     lex_order: list[int] = []
@@ -425,6 +431,7 @@ def _fuse(
         lex_order.append(key)
         lex_scored.append((key, hit.score))
         candidates[key].lanes["lexical"] = len(lex_order)
+        candidates[key].lane_scores["lexical"] = hit.score
     vec_order: list[int] = []
     vec_scored: list[tuple[int, float]] = []
     for vec_hit in _first_per_key(vec_hits, by_item=by_item):
@@ -433,18 +440,31 @@ def _fuse(
         vec_scored.append((key, vec_hit.similarity))
         cand = candidates.setdefault(key, _Candidate(key, vec_hit.item_id, vec_hit.chunk_id))
         cand.lanes["vector"] = len(vec_order)
+        cand.lane_scores["vector"] = vec_hit.similarity
         cand.similarity = vec_hit.similarity
+    model = spaces.lane_model() if vec_order else ""
+    lexical_lane = LaneEvidence("lexical", 1.0, tuple(score for _, score in lex_scored))
+    vector_lane = LaneEvidence("vector", 1.0, tuple(score for _, score in vec_scored))
     if query.mode == "lexical" or not vec_order:
         order = lex_order
         for rank, key in enumerate(order, start=1):
             candidates[key].score = 1.0 / rank
-        return [candidates[k] for k in order] if order else [candidates[k] for k in vec_order]
+        if order:
+            return [candidates[k] for k in order], FusionEvidence(
+                "lexical", (lexical_lane,), "", "", len(order), granularity=query.granularity
+            )
+        return [candidates[k] for k in vec_order], FusionEvidence(
+            "vector", (vector_lane,), model, "", len(vec_order), granularity=query.granularity
+        )
     if query.mode == "vector" or not lex_order:
         for key in vec_order:
             candidates[key].score = candidates[key].similarity or 0.0
-        return [candidates[k] for k in vec_order]
+        return [candidates[k] for k in vec_order], FusionEvidence(
+            "vector", (vector_lane,), model, "", len(vec_order), granularity=query.granularity
+        )
     lists = [lex_scored, vec_scored]
     weights = [settings.SEARCH["LEXICAL_WEIGHT"], vector_weight]
+    names = ["lexical", "vector"]
     if english_lane is not None:  # a third opinion on the same candidates (search.engine.english)
         by_chunk = english.english_scores(
             english_lane.vector, provider=english_lane.provider, chunk_ids=[c.chunk_id for c in candidates.values()]
@@ -456,8 +476,27 @@ def _fuse(
         if english_scored:
             lists.append(english_scored)
             weights.append(english_lane.weight)
+            names.append("english")
+            for key, score in english_scored:
+                candidates[key].lane_scores["english"] = score
     absent: list[float | None] = [0.0 if lexical_complete else None] + [None] * (len(lists) - 1)
     _fused_scores(candidates, lists, weights, absent)
+    worst = min(candidates.values(), key=lambda c: c.score)
+    evidence = FusionEvidence(
+        str(settings.SEARCH["FUSION"]),
+        tuple(
+            LaneEvidence(name, float(weight), tuple(score for _, score in scored), missing)
+            for name, weight, scored, missing in zip(names, weights, lists, absent, strict=True)
+        ),
+        model,
+        english_lane.provider.name if english_lane is not None and "english" in names else "",
+        len(candidates),
+        depth,
+        len(lex_hits),
+        tuple("lexical" in candidates[key].lanes for key, _ in vec_scored),
+        query.granularity,
+        tuple(sorted(worst.lane_scores.items())),
+    )
     # Rerank factors are at least 1 and at most rerank.max_factor(), so a candidate whose fused score
     # times that maximum stays below the reach-th fused score can never reach the first ``reach`` places:
     # only the others need their signals read and scored. Places past ``reach`` keep the fused order (a
@@ -471,8 +510,9 @@ def _fuse(
     for cand in reachable:
         row = page_reads.items.get(cand.item_id)
         if row is not None:
-            cand.score *= rerank.rerank_factor(parsed, row.signals, now)
-    return sorted(candidates.values(), key=lambda c: (-c.score, c.lanes.get("lexical", 10**9), c.key))
+            cand.rerank = rerank.rerank_factor(parsed, row.signals, now)
+            cand.score *= cand.rerank
+    return sorted(candidates.values(), key=lambda c: (-c.score, c.lanes.get("lexical", 10**9), c.key)), evidence
 
 
 def _fused_scores(
@@ -706,6 +746,8 @@ def _hits(page: list[_Candidate], page_reads: _PageReads, coverage: _Coverage) -
                 similarity=cand.similarity,
                 missing_words=coverage.missing_words(cand.key),
                 confidence=round(cand.confidence, 4),
+                lane_scores=dict(cand.lane_scores),
+                rerank=round(cand.rerank, 6),
             )
         )
     return hits

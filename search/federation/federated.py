@@ -1,10 +1,12 @@
-"""One query across this knowledge base and its peers: ask them in parallel, merge by confidence.
+"""One query across this knowledge base and its peers: ask them in parallel, rank their hits together.
 
 The local engine answers in the calling thread while each peer the caller may see is asked from a thread of
 its own, within that peer's timeout: a slow or dead peer costs at most its timeout and is reported in
-``sources``, never failing the search. Hits merge by calibrated confidence (comparable across instances,
-Step 16), not by ranks from different corpora; the same page reached twice (same canonical URL or same
-content hash) appears once, with every source that returned it.
+``sources``, never failing the search. Where every source says how its engine fused its lanes (each lane's
+raw scores: the same embedding model's cosines compare across instances), the hits are ordered as one instance
+holding every corpus would order them (``search.engine.fusion.federated_scores``); otherwise by calibrated
+confidence (comparable across instances, Step 16), never by ranks from different corpora. The same page reached
+twice (same canonical URL or same content hash) appears once, with every source that returned it.
 """
 
 from __future__ import annotations
@@ -14,19 +16,23 @@ import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
+from django.conf import settings
+
+from search.engine import fusion as engine_fusion
+from search.engine import rerank as engine_rerank
 from search.engine import retrieve
 from search.errors import InvalidQuery, SearchError
 from search.federation import client, peers
 from search.federation.answer import absolute_url, live_content_hashes
-from search.federation.protocol import MAX_HITS, PeerHit
+from search.federation.protocol import MAX_HITS, PeerFusion, PeerHit
 from search.filter_params import params_from_filters
 from search.principal import Principal
-from search.types import Hit, RetrievalQuery, RetrievalResult, Span
+from search.types import FusionEvidence, Hit, LaneEvidence, RetrievalQuery, RetrievalResult, Span
 
 LOCAL = "local"
 ALL: Literal["all"] = "all"
@@ -61,6 +67,9 @@ class FederatedHit:
     sources: tuple[str, ...]
     content_hash: str = ""
     local: Hit | None = None  # the engine's own hit, when this one is ours
+    # Its source's raw lane scores and rerank factor (``Hit.lane_scores``), for the merge.
+    lane_scores: dict[str, float] = field(default_factory=dict, compare=False)
+    rerank: float = field(default=1.0, compare=False)
 
     @property
     def source(self) -> str:
@@ -108,6 +117,7 @@ def sources_resolve(
     return LOCAL in requested, [visible[name] for name in requested if name != LOCAL]
 
 
+@functools.lru_cache(maxsize=4096)
 def canonical_url(url: str) -> str:
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
@@ -127,6 +137,7 @@ def _local_hits(result: RetrievalResult) -> list[FederatedHit]:
             title=h.title, url=absolute_url(h.url), snippet=h.passage, snippet_spans=h.passage_spans,
             title_spans=h.title_spans, confidence=h.confidence, lanes=tuple(h.lanes), language=h.language,
             updated_at=h.updated_at, sources=(LOCAL,), content_hash=hashes.get(h.item_id) or "", local=h,
+            lane_scores=dict(h.lane_scores), rerank=h.rerank,
         )
         for h in result.hits
     ]
@@ -139,7 +150,8 @@ def _peer_hits(name: str, hits: list[PeerHit], threshold: float) -> list[Federat
             snippet_spans=tuple(Span(a, b) for a, b in h.snippet_spans),
             title_spans=tuple(Span(a, b) for a, b in h.title_spans),
             confidence=h.confidence, lanes=tuple(h.lanes), language=h.language, updated_at=h.updated_at,
-            sources=(name,), content_hash=h.content_hash,
+            sources=(name,), content_hash=h.content_hash, lane_scores={str(k): v for k, v in h.lane_scores.items()},
+            rerank=h.rerank,
         )
         for h in hits
         if h.confidence >= threshold  # the peer was asked for this floor; we do not take its word for it
@@ -152,22 +164,45 @@ class Merged:
     folded: int  # hits that were another copy of a page already in ``hits``
 
 
-def merge(groups: list[list[FederatedHit]]) -> Merged:
-    """Every source's hits interleaved by confidence, each source's own order kept, duplicates folded into one
-    copy with their sources added.
+def fusion_evidence(sent: PeerFusion | None) -> FusionEvidence | None:
+    """A peer's ``fusion``, as our engine's type."""
+    if sent is None:
+        return None
+    return FusionEvidence(
+        sent.method,
+        tuple(LaneEvidence(lane.name, lane.weight, tuple(lane.scores), lane.absent) for lane in sent.lanes),
+        sent.model, sent.english, sent.candidates, sent.depth, sent.lexical_hits, tuple(sent.vector_lexical),
+        sent.granularity, tuple(sorted(sent.worst.items())),
+    )
 
-    A source's list is its engine's ranking, which is better than its confidences taken one by one (measured:
-    ``evaluate --federated``, docs/benchmarks.md): so a hit is placed by the lowest confidence at or above it
-    in its own list, and never above what its own source ranked first. Ties go to the order of ``groups``
-    (local first). A page this knowledge base holds is always shown as ours (our text, our confidence, our
-    item, our place): a peer cannot put its text, or its confidence, under our page. Between peers, the more
-    confident copy is shown."""
+
+def merge(groups: list[list[FederatedHit]], fusions: list[FusionEvidence | None] | None = None) -> Merged:
+    """Every source's hits in one order, duplicates folded into one copy with their sources added.
+
+    When several sources each say how they fused their lanes (``fusions``, one per group) and fused alike (one
+    method, the same lanes and embedding model), each hit is placed by the score one instance holding every
+    source's corpus would give it (``federated_scores``: each lane's raw scores pooled across the sources),
+    which measured closest to that instance's own ranking (``evaluate --federated``, docs/benchmarks.md).
+    Otherwise hits interleave by confidence, each source's own order kept: a source's list is its engine's
+    ranking, which is better than its confidences taken one by one, so a hit is placed by the lowest confidence
+    at or above it in its own list, never above what its own source ranked first. Ties go to the order of
+    ``groups`` (local first). A page this knowledge base holds is always shown as ours (our text, our
+    confidence, our item, our place): a peer cannot put its text, its confidence or its scores under our page.
+    Between peers, the more confident copy is shown, at its place."""
     keys: dict[tuple[int, int], float] = {}
+    scores = None
+    if fusions is not None and len(groups) > 1 and all(f is not None for f in fusions):
+        scores = engine_fusion.federated_scores(
+            [engine_fusion.SourceHits(f, [(h.lane_scores, h.rerank) for h in hits])  # type: ignore[arg-type]
+             for f, hits in zip(fusions, groups, strict=True)],
+            rrf_k=int(settings.SEARCH["RRF_K"]), max_rerank=engine_rerank.max_factor(),
+            lane_cap=max(int(settings.SEARCH["LANE_DEPTH"]), int(settings.SEARCH["VECTOR_DEPTH"])),
+        )
     for g, hits in enumerate(groups):
         floor = math.inf
         for i, hit in enumerate(hits):
             floor = min(floor, hit.confidence)
-            keys[(g, i)] = floor
+            keys[(g, i)] = scores[g][i] if scores is not None else floor
     local = [(hit, g, i) for g, hits in enumerate(groups) for i, hit in enumerate(hits) if hit.local is not None]
     peers_ordered = sorted(
         ((hit, g, i) for g, hits in enumerate(groups) for i, hit in enumerate(hits) if hit.local is None),
@@ -232,6 +267,7 @@ def federated_search(query: RetrievalQuery, *, sources: tuple[str, ...] | Litera
         except SearchError as exc:  # its key cannot be read: say so, ask the others
             reports.append(SourceReport(peer.name, "refused", 0, 0, exc.message))
     groups: list[list[FederatedHit]] = []
+    fusions: list[FusionEvidence | None] = []
     local_result: RetrievalResult | None = None
     started = time.monotonic()
     futures = [(call, _pool().submit(client.peer_search, call, body)) for call in calls]
@@ -241,6 +277,7 @@ def federated_search(query: RetrievalQuery, *, sources: tuple[str, ...] | Litera
             local_result = retrieve(query=query)
             local = _local_hits(local_result)
             groups.append(local)
+            fusions.append(local_result.fusion)
             reports.insert(0, SourceReport(LOCAL, "ok", int((time.monotonic() - local_started) * 1000),
                                            local_result.total))
         for call, future in futures:
@@ -257,11 +294,12 @@ def federated_search(query: RetrievalQuery, *, sources: tuple[str, ...] | Litera
                 continue
             hits = _peer_hits(call.name, list(outcome.answer.hits), query.threshold)
             groups.append(hits)
+            fusions.append(fusion_evidence(outcome.answer.fusion))
             reports.append(SourceReport(call.name, "ok", outcome.ms, max(outcome.answer.count, len(hits))))
     finally:
         for _, future in futures:
             future.cancel()  # not started yet (every thread busy): never sent; a started call ends at its timeout
-    merged = merge(groups)
+    merged = merge(groups, fusions)
     found = sum(report.count for report in reports if report.status == "ok")
     return FederatedResult(
         hits=tuple(merged.hits[: query.limit]),

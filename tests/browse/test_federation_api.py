@@ -58,6 +58,29 @@ def test_the_endpoint_needs_a_key_and_answers_plain_text_with_offsets(client: Cl
     assert first["url"].startswith("http://127.0.0.1:8000/items/")
     assert all(0 <= a < b <= len(first["title"]) for a, b in first["title_spans"])
     assert "<mark>" not in json.dumps(data) and len(first["content_hash"]) == 64
+    # and how its engine fused its lanes, with each hit's raw lane scores among them (the asker's merge)
+    fusion = data["fusion"]
+    lanes = {lane["name"]: lane for lane in fusion["lanes"]}
+    assert fusion["method"] in ("zscore", "rrf", "lexical", "vector") and fusion["candidates"] >= len(data["hits"])
+    assert "lexical" in lanes and fusion["depth"] >= len(lanes["lexical"]["scores"])
+    for hit in data["hits"]:
+        assert hit["lane_scores"] and hit["rerank"] >= 1.0
+        assert all(score in lanes[name]["scores"] for name, score in hit["lane_scores"].items())
+
+
+def test_an_answer_whose_fusion_evidence_cannot_be_sent_is_sent_without_it(client: Client, corpus: None,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # given fusion evidence this instance cannot put into the protocol (here: an unknown method)
+    from search.federation import answer
+    from search.federation.protocol import PeerFusion
+
+    monkeypatch.setattr(answer, "peer_fusion", lambda evidence: PeerFusion.model_validate({"method": "magic"}))
+    raw = api_key_create(name="peer emea", all_content=False).raw_key
+    # then the peer still gets its hits, to merge by confidence
+    response = fed_post(client, {"query": "pricing", "threshold": 0}, raw)
+    assert response.status_code == 200
+    data = response.json()
+    assert data["hits"] and data["fusion"] is None and all(h["lane_scores"] == {} for h in data["hits"])
 
 
 def test_an_all_content_key_sees_staff_items_but_never_drafts(client: Client, corpus: None) -> None:

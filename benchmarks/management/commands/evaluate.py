@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -162,16 +163,25 @@ class Command(BaseCommand):
                 federated = self._run(dataset, f"{mode} ({parts} instances)", run.search)
         finally:
             federated_eval.shards_drop(shards)
+        # The same answers merged by the previous rule (by confidence, each source's order kept).
+        recorded = evaluation.run_queries(dataset, lambda text: run.by_confidence[text])
+        # (its latencies would be of a dict lookup: the federated run's are the search's)
+        by_confidence = {k: v for k, v in evaluation.score(dataset, *recorded).items() if not k.endswith("_ms")}
         ratio = round(federated["ndcg@10"] / single["ndcg@10"], 4) if single["ndcg@10"] else None
+        ratio_confidence = round(by_confidence["ndcg@10"] / single["ndcg@10"], 4) if single["ndcg@10"] else None
         report = {
             "language": language, "mode": mode, "instances": parts,
             "shards": [{"name": s.name, "documents": s.documents} for s in shards],
             "single": single, "federated": federated, "ndcg@10_ratio": ratio,
+            "federated_by_confidence": by_confidence, "ndcg@10_ratio_by_confidence": ratio_confidence,
             "source_failures": run.failures, "unmapped_hits": len(run.unmapped),
         }
-        self.stderr.write(evaluation.describe({f"{mode} one instance": single, f"{mode} {parts} instances": federated}))
-        self.stderr.write(f"federated / one instance nDCG@10: {ratio}; source failures {run.failures or 'none'}; "
-                          f"hits not mapped to a document: {len(run.unmapped)}")
+        self.stderr.write(evaluation.describe({f"{mode} one instance": single, f"{mode} {parts} instances": federated,
+                                               f"{mode} {parts} instances, by confidence":
+                                                   {**by_confidence, "p50_ms": math.nan, "p95_ms": math.nan}}))
+        self.stderr.write(f"federated / one instance nDCG@10: {ratio} (merged by confidence: {ratio_confidence}); "
+                          f"source failures {run.failures or 'none'}; hits not mapped to a document: "
+                          f"{len(run.unmapped)}")
         if opts["json"]:
             self.stdout.write(json.dumps(report))
 

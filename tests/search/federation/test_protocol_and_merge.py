@@ -1,4 +1,5 @@
-"""Federation's pure parts: the answer a peer may give (schema), the merge by confidence, the key at rest."""
+"""Federation's pure parts: the answer a peer may give (schema), the merge (on the pooled lanes, else by
+confidence), the key at rest."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from django.test import override_settings
 from pydantic import ValidationError
 
 from search.errors import InvalidQuery
-from search.federation.federated import FederatedHit, canonical_url, merge, sources_parse
+from search.federation.federated import FederatedHit, canonical_url, fusion_evidence, merge, sources_parse
 from search.federation.protocol import MAX_HITS, PeerAnswer
 from search.federation.secrets import PeerKeyUnreadable, secret_decrypt, secret_encrypt
+from search.types import FusionEvidence, LaneEvidence
 
 GOOD_HIT = {"title": "Pricing policy", "url": "https://kb.example.org/items/pricing", "snippet": "Day rates.",
             "snippet_spans": [[0, 3]], "title_spans": [[0, 7]], "confidence": 0.8, "lanes": ["lexical"]}
@@ -135,3 +137,80 @@ def test_an_unknown_protocol_and_an_absurd_count_are_refused() -> None:
         PeerAnswer.model_validate({**answer(), "protocol": 2})
     with pytest.raises(ValidationError):
         PeerAnswer.model_validate({**answer(), "count": 2**40})
+
+
+# --- merging by the sources' fusion evidence -------------------------------------------------------------
+
+
+def fused(model: str = "e5", lexical: tuple[float, ...] = (6.0, 4.0, 2.0, 1.0),
+          vector: tuple[float, ...] = (0.9, 0.85, 0.8, 0.7)) -> FusionEvidence:
+    return FusionEvidence("zscore", (LaneEvidence("lexical", 1.0, lexical), LaneEvidence("vector", 1.0, vector)),
+                          model, "", 4, depth=200, lexical_hits=len(lexical))
+
+
+def scored(url: str, confidence: float, source: str, lexical: float | None, vector: float | None) -> FederatedHit:
+    lanes = {name: value for name, value in (("lexical", lexical), ("vector", vector)) if value is not None}
+    return replace(hit(url, confidence, source), lane_scores=lanes)
+
+
+def test_sources_that_send_their_fusion_are_merged_as_one_instance_would_rank_them() -> None:
+    # given a peer whose best hit is stronger in both lanes than ours, but which it is less confident of
+    local = [replace(scored("https://kb.example.org/items/a", 0.9, "local", 4.0, 0.85), local=object())]
+    emea = [scored("https://emea.example.org/b", 0.5, "emea", 6.0, 0.9),
+            scored("https://emea.example.org/c", 0.95, "emea", 1.0, 0.7)]
+    # when both sent how they fused their lanes: by the pooled lanes' scores, not by confidence
+    merged = merge([local, emea], [fused(), fused()])
+    assert [h.url.rsplit("/", 1)[-1] for h in merged.hits] == ["b", "a", "c"]
+    # and without that evidence (or from another embedding model) by confidence, each source's order kept
+    assert [h.url.rsplit("/", 1)[-1] for h in merge([local, emea]).hits] == ["a", "b", "c"]
+    assert [h.url.rsplit("/", 1)[-1] for h in merge([local, emea], [fused(), fused("minilm")]).hits] == ["a", "b", "c"]
+    assert [h.url.rsplit("/", 1)[-1] for h in merge([local, emea], [fused(), None]).hits] == ["a", "b", "c"]
+
+
+def test_a_page_two_sources_hold_keeps_our_place_whatever_scores_a_peer_claims_for_it() -> None:
+    local = [replace(scored("https://kb.example.org/items/a", 0.4, "local", 1.0, 0.7), local=object())]
+    emea = [scored("https://emea.example.org/z", 0.9, "emea", 4.0, 0.8),
+            scored("https://emea.example.org/mirror", 0.5, "emea", 6.0, 0.9)]
+    emea[1] = replace(emea[1], content_hash="aa")
+    local[0] = replace(local[0], content_hash="aa")
+    ours = fused(lexical=(1.0, 0.5, 0.4, 0.3), vector=(0.7, 0.6, 0.5, 0.4))
+    merged = merge([local, emea], [ours, fused()])
+    assert [(h.url, h.sources) for h in merged.hits] == [
+        ("https://emea.example.org/z", ("emea",)),
+        ("https://kb.example.org/items/a", ("local", "emea")),  # ours, at our place, not the peer's copy's
+    ]
+
+
+def test_a_peers_fusion_is_read_and_bounded() -> None:
+    body = {**answer(lane_scores={"lexical": 3.5, "vector": 0.81}, rerank=1.2),
+            "fusion": {"method": "zscore", "model": "e5", "candidates": 2, "depth": 200, "lexical_hits": 1,
+                       "vector_lexical": [True, False],
+                       "lanes": [{"name": "lexical", "weight": 1.0, "scores": [3.5], "absent": 0.0},
+                                 {"name": "vector", "weight": 0.8, "scores": [0.81, 0.8]}]}}
+    parsed = PeerAnswer.model_validate(body)
+    assert parsed.fusion is not None and fusion_evidence(parsed.fusion) == FusionEvidence(
+        "zscore", (LaneEvidence("lexical", 1.0, (3.5,), 0.0), LaneEvidence("vector", 0.8, (0.81, 0.8))), "e5", "", 2,
+        depth=200, lexical_hits=1, vector_lexical=(True, False))
+    assert parsed.hits[0].lane_scores == {"lexical": 3.5, "vector": 0.81} and parsed.hits[0].rerank == 1.2
+    lanes = body["fusion"]["lanes"]  # type: ignore[index]
+    for bad in [
+        {"fusion": {**body["fusion"], "lanes": [lanes[0], lanes[0]]}},  # type: ignore[dict-item]
+        {"fusion": {**body["fusion"], "method": "magic"}},  # type: ignore[dict-item]
+        {"fusion": {**body["fusion"], "vector_lexical": [True]}},  # type: ignore[dict-item]
+        {"fusion": {**body["fusion"], "lanes": [{**lanes[1], "scores": [0.5] * 2001}]}},  # type: ignore[dict-item]
+        {"fusion": {**body["fusion"], "lanes": [{**lanes[1], "scores": [math.inf]}]}},  # type: ignore[dict-item]
+        {"fusion": {**body["fusion"], "lanes": [lanes[1]], "vector_lexical": []}},  # type: ignore[dict-item]
+        {"fusion": {**body["fusion"], "lanes": [lanes[0], {**lanes[1], "scores": [5.0, 0.8]}]}},  # type: ignore[dict-item]
+        {"fusion": {**body["fusion"], "lanes": [lanes[0], {**lanes[1], "absent": 0.0}]}},  # type: ignore[dict-item]
+        {"fusion": {**body["fusion"], "lanes": [{**lanes[0], "absent": 9.0}, lanes[1]]}},  # type: ignore[dict-item]
+        {"fusion": {**body["fusion"], "lanes": [lanes[1], lanes[0]]}},  # type: ignore[dict-item]
+        {"fusion": {**body["fusion"], "method": "lexical"}},  # type: ignore[dict-item]
+        {"fusion": {**body["fusion"], "vector_lexical": []}},  # type: ignore[dict-item]
+        {"fusion": {**body["fusion"], "worst": {"english": 0.5}}},  # type: ignore[dict-item]
+        {"fusion": {**body["fusion"], "granularity": "sentence"}},  # type: ignore[dict-item]
+        {"hits": [{**GOOD_HIT, "lane_scores": {"lexical": 99.0}}]},  # a score its lane never returned
+        {"hits": [{**GOOD_HIT, "rerank": 0.5}]},
+        {"hits": [{**GOOD_HIT, "lane_scores": {"telepathy": 1.0}}]},
+    ]:
+        with pytest.raises(ValidationError):
+            PeerAnswer.model_validate({**body, **bad})

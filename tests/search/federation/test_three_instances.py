@@ -178,6 +178,8 @@ def test_three_instances_merge_and_each_keeps_its_own_access_rules(instances: di
     answer = post(hq.url + "/api/federation/search", {"query": "solar", "threshold": 0}, key=key)
     assert answer["instance"] == "hq"
     assert {h["title"] for h in answer["hits"]} == {"Solar panel maintenance checklist", "Solar budget board notes"}
+    # with how its engine fused them (the asking side merges every source's hits on the pooled lanes)
+    assert answer["fusion"]["lanes"] and all(h["lane_scores"] and h["rerank"] >= 1 for h in answer["hits"])
 
 
 def test_federated_search_over_one_instance_equals_search(instances: dict[str, Instance]) -> None:
