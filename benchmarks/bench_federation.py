@@ -79,6 +79,9 @@ def replay_peer(replay: Replay) -> Iterator[str]:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as uvicorn
+        # and TCP_NODELAY, as uvicorn (asyncio): else the answer, written after its headers, waits for their
+        # delayed ACK (40 ms) on every reused connection
+        disable_nagle_algorithm = True
 
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")

@@ -3,10 +3,11 @@ send signals, so content services never import the task layer and models never i
 
 from typing import Any
 
-from django.db.models.signals import post_delete, post_save
+from django.contrib.auth.models import Group
+from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.dispatch import receiver
 
-from search.models import Synonym
+from search.models import FederationPeer, Synonym
 from search.signals import index_marked_dirty
 
 
@@ -24,3 +25,16 @@ def synonyms_changed(sender: Any, **kwargs: Any) -> None:
     from search.engine.expansion import synonyms_invalidate
 
     synonyms_invalidate()
+
+
+@receiver(post_save, sender=FederationPeer)
+@receiver(post_delete, sender=FederationPeer)
+@receiver(m2m_changed, sender=FederationPeer.groups.through)
+@receiver(post_delete, sender=Group)
+def peers_changed(sender: Any, **kwargs: Any) -> None:
+    """Every process keeps the enabled peers in memory (search.federation.peers); a change to a peer, its groups
+    or a group applies to the next search."""
+    from search.federation.peers import peers_changed as changed
+
+    if kwargs.get("action", "post_").startswith("post_"):  # m2m_changed also reports each change before it
+        changed()

@@ -4,13 +4,15 @@ import pytest
 @pytest.fixture(autouse=True)
 def _clear_cache():
     """Each test starts with an empty cache (rate limits, query embeddings) and no per-process statistics of
-    another test's corpus (the vector lane's background, the language shares)."""
+    another test's corpus (the vector lane's background, the language shares) or copy of its peers."""
     from django.core.cache import cache
 
     from search.embeddings import spaces
     from search.engine import background, lane_weights
+    from search.federation import peers
 
     cache.clear()
+    peers.peers_forget()
     background.background_forget()
     lane_weights.corpus_language_shares_forget()
     spaces.space_caches_forget()

@@ -56,10 +56,13 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # Content written by a signed-in caller sends their reads to the primary for READ_YOUR_WRITES_S.
-    "config.middleware.ReadYourWritesMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Content written by a signed-in caller sends their reads to the primary for READ_YOUR_WRITES_S.
+    # Last, and sync-only: under ASGI, Django runs every middleware above it in its sync mode, in one thread
+    # hop, as WSGI would. A middleware that can run async placed below it would run async, each of its steps
+    # handed to a thread and back (about 1-2 ms a request here; tests/test_asgi_hops.py counts the hops).
+    "config.middleware.ReadYourWritesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"

@@ -3,14 +3,17 @@ as untrusted input (size-limited, schema-validated, within a wall-clock deadline
 
 Nothing here touches the database: the caller decrypts the key first, so peers are asked from plain threads.
 Peer URLs come only from admin configuration (``FederationPeer.base_url``); no URL from a request is fetched.
-The key is sent to that one peer only, never forwarded.
+The key is sent to that one peer only, never forwarded. Each peer's connections are kept open between searches
+(one client per peer address and process, no cookies kept).
 """
 
 from __future__ import annotations
 
 import functools
-import json
+import http.cookiejar
+import os
 import ssl
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -49,7 +52,7 @@ class _Failed(Exception):
         self.status, self.detail = status, detail
 
 
-def _read_json(response: httpx.Response, *, max_bytes: int, deadline: float) -> Any:
+def _read_body(response: httpx.Response, *, max_bytes: int, deadline: float) -> bytes:
     if response.status_code in (401, 403):
         raise _Failed("refused", f"the peer refused our key (HTTP {response.status_code})")
     if response.status_code == 429:
@@ -69,14 +72,13 @@ def _read_json(response: httpx.Response, *, max_bytes: int, deadline: float) -> 
             raise _Failed("error", f"the answer is larger than {max_bytes} bytes")
         if time.monotonic() > deadline:
             raise _Failed("timeout", "the answer came too slowly")
-    try:
-        return json.loads(bytes(body))
-    except (ValueError, RecursionError) as exc:
-        raise _Failed("error", "the answer is not valid JSON") from exc
+    return bytes(body)
 
 
 def _first_error(exc: ValidationError) -> str:
     error = exc.errors()[0]
+    if error["type"] == "json_invalid":
+        return "the answer is not valid JSON"
     where = ".".join(str(p) for p in error["loc"]) or "answer"
     return f"invalid answer: {where}: {error['msg']}"[:300]
 
@@ -87,7 +89,58 @@ def _tls() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def _call(call: PeerCall, method: str, path: str, body: dict[str, Any] | None) -> tuple[Any, int]:
+# One client per peer address, kept by the process: its connections stay open between searches (keep-alive), so a
+# search does not pay a TCP connect (and, over https, a TLS handshake) per peer. Bounded: addresses come only from
+# admin configuration, but an address that changed must not keep its client forever.
+MAX_CLIENTS = 64
+CONNECTIONS_PER_PEER = 32  # as many as the threads that ask peers (search.federation.federated.PEER_THREADS)
+KEEPALIVE_S = 5.0  # below uvicorn's keep-alive (config.runtime), so we never reuse a connection it is closing
+_clients: dict[str, httpx.Client] = {}
+_clients_lock = threading.Lock()
+
+
+class _NoCookies(http.cookiejar.DefaultCookiePolicy):
+    """A peer's answer never sets state that a later search (another user's) would send back."""
+
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+
+def _client(base_url: str) -> httpx.Client:
+    with _clients_lock:
+        client = _clients.get(base_url)
+        if client is None:
+            while len(_clients) >= MAX_CLIENTS:
+                _clients.pop(next(iter(_clients))).close()
+            client = _clients[base_url] = httpx.Client(
+                follow_redirects=False,
+                trust_env=False,
+                verify=_tls(),
+                cookies=http.cookiejar.CookieJar(policy=_NoCookies()),
+                limits=httpx.Limits(max_connections=CONNECTIONS_PER_PEER,
+                                    max_keepalive_connections=CONNECTIONS_PER_PEER, keepalive_expiry=KEEPALIVE_S),
+            )
+        return client
+
+
+def clients_close() -> None:
+    """Close every kept connection (tests; a forked child must not share its parent's sockets)."""
+    with _clients_lock:
+        while _clients:
+            _clients.popitem()[1].close()
+
+
+def _forget_after_fork() -> None:
+    global _clients_lock
+    _clients_lock = threading.Lock()
+    _clients.clear()  # the parent's sockets: never closed or used from here
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _call(call: PeerCall, method: str, path: str, body: dict[str, Any] | None) -> tuple[bytes, int]:
+    """The answer's bytes (parsed and validated by the caller, in one step: pydantic's JSON parser) and ms."""
     started = time.monotonic()
     deadline = started + call.timeout_s
     headers = {
@@ -97,12 +150,9 @@ def _call(call: PeerCall, method: str, path: str, body: dict[str, Any] | None) -
         "User-Agent": USER_AGENT,
     }
     try:
-        with (
-            httpx.Client(timeout=httpx.Timeout(call.timeout_s), follow_redirects=False, trust_env=False,
-                         verify=_tls()) as client,
-            client.stream(method, call.base_url.rstrip("/") + path, json=body, headers=headers) as response,
-        ):
-            data = _read_json(response, max_bytes=call.max_bytes, deadline=deadline)
+        with _client(call.base_url).stream(method, call.base_url.rstrip("/") + path, json=body, headers=headers,
+                                           timeout=httpx.Timeout(call.timeout_s)) as response:
+            data = _read_body(response, max_bytes=call.max_bytes, deadline=deadline)
     except httpx.TimeoutException as exc:
         raise _Failed("timeout", f"no answer within {call.timeout_s * 1000:.0f} ms") from exc
     except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
@@ -115,7 +165,7 @@ def peer_search(call: PeerCall, request: dict[str, Any]) -> PeerOutcome:
     started = time.monotonic()
     try:
         data, ms = _call(call, "POST", "/api/federation/search", request)
-        return PeerOutcome("ok", ms, answer=PeerAnswer.model_validate(data))
+        return PeerOutcome("ok", ms, answer=PeerAnswer.model_validate_json(data))
     except _Failed as failed:
         return PeerOutcome(failed.status, int((time.monotonic() - started) * 1000), detail=failed.detail)
     except ValidationError as exc:
@@ -130,7 +180,7 @@ def peer_info(call: PeerCall) -> tuple[SourceStatus, int, PeerInfo | None, str]:
     started = time.monotonic()
     try:
         data, ms = _call(call, "GET", "/api/federation/info", None)
-        return "ok", ms, PeerInfo.model_validate(data), ""
+        return "ok", ms, PeerInfo.model_validate_json(data), ""
     except _Failed as failed:
         return failed.status, int((time.monotonic() - started) * 1000), None, failed.detail
     except ValidationError as exc:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import threading
+import time
+import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth.models import Group
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -140,7 +145,7 @@ def peer_remove(*, name: str) -> None:
         raise PeerInvalid(f"No peer named {name!r}; `manage.py federation_peer list` shows them.", field="name")
 
 
-def peer_call(peer: FederationPeer) -> client.PeerCall:
+def peer_call(peer: FederationPeer | PeerLink) -> client.PeerCall:
     """What a thread needs to ask ``peer`` (the key decrypted here, in the caller's thread)."""
     return client.PeerCall(
         name=peer.name,
@@ -169,7 +174,71 @@ def peer_check(*, peer: FederationPeer) -> tuple[str, int, str]:
     return status, ms, detail
 
 
-def peers_visible(principal: Principal) -> list[FederationPeer]:
+@dataclass(frozen=True)
+class PeerLink:
+    """What a search needs of an enabled peer: read from the database once per change, not once per search."""
+
+    name: str
+    base_url: str
+    api_key_encrypted: str
+    timeout_ms: int
+    public: bool
+    group_ids: frozenset[int]
+
+
+# Every process keeps the enabled peers in memory, tagged with a version token kept in the cache (Valkey). Any
+# change to a peer or to its groups sets a new token (search.receivers, when it is made and again when it is
+# committed), so every process reads the peers again on its next search; with the cache unreachable they are
+# read on every search. Reading the peers was one query (about 2 ms of a federated search here); reading the
+# token is one round trip to Valkey.
+PEERS_VERSION_KEY = "federation:peers:version"
+PEERS_SNAPSHOT_MAX_S = 60.0  # even a change no signal reported (raw SQL) applies within a minute
+_snapshot: tuple[str, float, tuple[PeerLink, ...]] | None = None
+_snapshot_lock = threading.Lock()
+
+
+def peers_changed() -> None:
+    """Every process reads the peers again on its next search (called on every change; search.receivers)."""
+    cache.set(PEERS_VERSION_KEY, uuid.uuid4().hex, timeout=None)
+    transaction.on_commit(lambda: cache.set(PEERS_VERSION_KEY, uuid.uuid4().hex, timeout=None))
+
+
+def peers_forget() -> None:
+    """Drop this process's copy (tests)."""
+    global _snapshot
+    _snapshot = None
+
+
+def _peers_read() -> tuple[PeerLink, ...]:
+    return tuple(
+        PeerLink(name=peer.name, base_url=peer.base_url, api_key_encrypted=peer.api_key_encrypted,
+                 timeout_ms=peer.timeout_ms, public=peer.public,
+                 group_ids=frozenset(g.pk for g in peer.groups.all()))
+        for peer in FederationPeer.objects.filter(enabled=True).prefetch_related("groups")
+    )
+
+
+def peers_enabled() -> tuple[PeerLink, ...]:
+    """The enabled peers, from this process's copy while the version token says it is current."""
+    global _snapshot
+    version = cache.get(PEERS_VERSION_KEY)
+    if version is None:  # never set, evicted, flushed, or the cache is down
+        token = uuid.uuid4().hex
+        version = token if cache.add(PEERS_VERSION_KEY, token, timeout=None) else cache.get(PEERS_VERSION_KEY)
+        if version is None:  # the cache is unreachable: no token to trust a copy by
+            return _peers_read()
+    snapshot = _snapshot
+    if snapshot is not None and snapshot[0] == version and time.monotonic() - snapshot[1] < PEERS_SNAPSHOT_MAX_S:
+        return snapshot[2]
+    with _snapshot_lock:
+        # tagged with the token read before the peers: a change committed in between sets a newer token, so
+        # this copy is read again on the next search
+        links = _peers_read()
+        _snapshot = (version, time.monotonic(), links)
+    return links
+
+
+def peers_visible(principal: Principal) -> list[PeerLink]:
     """The enabled peers whose results ``principal`` may see: staff every one; anonymous callers the public
     ones; signed-in users the public ones, those without groups, and those sharing one of their groups; API
     keys none."""
@@ -177,14 +246,9 @@ def peers_visible(principal: Principal) -> list[FederationPeer]:
         # A key (a peer's, an agent's) searches this knowledge base only: a key one peer issued must never reach
         # the peers that peer federates with, which never granted it anything.
         return []
-    enabled = FederationPeer.objects.filter(enabled=True)
+    enabled = peers_enabled()
     if principal.all_content:
         return list(enabled)
     if principal.is_anonymous:
-        return list(enabled.filter(public=True))
-    visible = []
-    for peer in enabled.prefetch_related("groups"):  # groups matter to signed-in users only: one query fewer
-        group_ids = {g.pk for g in peer.groups.all()}
-        if peer.public or not group_ids or group_ids & principal.group_ids:
-            visible.append(peer)
-    return visible
+        return [peer for peer in enabled if peer.public]
+    return [peer for peer in enabled if peer.public or not peer.group_ids or peer.group_ids & principal.group_ids]

@@ -37,6 +37,7 @@ Spans = Annotated[list[Span], Field(max_length=64)]
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_OR_SPACE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\s]")  # \s: what str.isspace() calls space
 
 
 def _no_controls(value: str) -> str:
@@ -78,7 +79,7 @@ class PeerHit(BaseModel):
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
             raise ValueError("url must be an absolute http(s) URL without credentials")
-        if _CONTROL.search(value) or any(c.isspace() for c in value):
+        if _CONTROL_OR_SPACE.search(value):
             raise ValueError("url must not hold spaces or control characters")
         return value
 

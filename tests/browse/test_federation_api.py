@@ -181,6 +181,7 @@ def test_bad_peers_are_reported_in_sources_and_never_break_the_search(client: Cl
     assert elapsed < 2.5  # the slow peer costs its 1 s timeout, not its 3 s
     details = {s["name"]: s.get("detail", "") for s in data["sources"]}
     assert "not JSON" in details["html"] and "larger than" in details["big"] and "title" in details["spans"]
+    assert details["garbage"] == "the answer is not valid JSON"
     assert "larger than" in details["chunked"] and "protocol 2" in details["badproto"]
     assert details["redirect"] == "HTTP 302"  # never followed: the key stays with the peer it was issued by
     assert set(hostile_server.seen_encodings) == {"identity"}  # type: ignore[attr-defined]

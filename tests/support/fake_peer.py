@@ -2,7 +2,9 @@
 
 ``/ok`` answers a valid (if HTML-laden) hit; ``/html``, ``/fail``, ``/refuse``, ``/garbage``, ``/big``,
 ``/chunked``, ``/spans``, ``/badproto``, ``/redirect`` and ``/slow`` misbehave as their names say.
-``server.seen_keys`` and ``server.seen_encodings`` list the Authorization and Accept-Encoding headers received.
+``server.seen_keys``, ``server.seen_encodings``, ``server.seen_cookies`` and ``server.seen_ports`` list the
+Authorization, Accept-Encoding and Cookie headers received and the client port of each request. ``/ok`` also sets a
+cookie. ``serving(keep_alive=True)`` speaks HTTP/1.1 and keeps connections open, as the product's server does.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ class PeerHandler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
-    def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+    def _send(self, status: int, body: bytes, content_type: str = "application/json", *, cookie: bool = False) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        if cookie:
+            self.send_header("Set-Cookie", "tracker=someone; Path=/")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         try:
@@ -41,9 +45,11 @@ class PeerHandler(BaseHTTPRequestHandler):
         kind = self.path.split("/")[1]
         self.server.seen_keys.append(self.headers.get("Authorization"))  # type: ignore[attr-defined]
         self.server.seen_encodings.append(self.headers.get("Accept-Encoding"))  # type: ignore[attr-defined]
+        self.server.seen_cookies.append(self.headers.get("Cookie"))  # type: ignore[attr-defined]
+        self.server.seen_ports.append(self.client_address[1])  # type: ignore[attr-defined]
         if kind == "ok":
             body = {"instance": "friendly", "version": "9", "count": 1, "hits": [HOSTILE_HIT]}
-            self._send(200, json.dumps(body).encode())
+            self._send(200, json.dumps(body).encode(), cookie=True)
         elif kind == "html":
             self._send(200, b"<html>hello</html>", "text/html")
         elif kind == "fail":
@@ -88,11 +94,18 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128
 
 
+class KeepAliveHandler(PeerHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # as uvicorn: no 40 ms delayed-ACK stall on a reused connection
+
+
 @contextlib.contextmanager
-def serving() -> Iterator[ThreadingHTTPServer]:
-    server = _Server(("127.0.0.1", 0), PeerHandler)
+def serving(*, keep_alive: bool = False) -> Iterator[ThreadingHTTPServer]:
+    server = _Server(("127.0.0.1", 0), KeepAliveHandler if keep_alive else PeerHandler)
     server.seen_keys = []  # type: ignore[attr-defined]
     server.seen_encodings = []  # type: ignore[attr-defined]
+    server.seen_cookies = []  # type: ignore[attr-defined]
+    server.seen_ports = []  # type: ignore[attr-defined]
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.contrib.auth.models import Group
+from django.core.cache import cache
 
 from search.errors import InvalidQuery
 from search.federation import peers
 from search.federation.federated import federated_search
+from search.models import FederationPeer
 from search.principal import ANONYMOUS, Principal
 from search.types import RetrievalQuery, SearchFilters
 
@@ -44,14 +48,58 @@ def test_each_kind_of_caller_sees_the_peers_it_may(links: dict[str, int]) -> Non
     assert visible(Principal(kind="api_key", api_key_id=7, all_content=True)) == []
 
 
-def test_only_signed_in_users_pay_for_the_peer_groups(links: dict[str, int], django_assert_num_queries) -> None:
-    # every search across knowledge bases reads the peers first: anonymous and staff callers need no groups
-    with django_assert_num_queries(1):
+def test_the_peers_are_read_once_then_from_memory_until_one_changes(links: dict[str, int],
+                                                                     django_assert_num_queries) -> None:
+    with django_assert_num_queries(2):  # the peers and their groups, once
         assert visible(ANONYMOUS) == ["open"]
-    with django_assert_num_queries(1):
+    with django_assert_num_queries(0):  # every later search, whoever asks
+        assert visible(ANONYMOUS) == ["open"]
         assert len(visible(Principal(kind="staff", user_id=2, all_content=True))) == 4
-    with django_assert_num_queries(2):
         assert visible(Principal(kind="user", user_id=1)) == ["members", "open"]
+
+
+def test_every_kind_of_change_applies_to_the_next_search(links: dict[str, int]) -> None:
+    member = Principal(kind="user", user_id=1, group_ids=frozenset({links["bids"]}))
+    assert visible(member) == ["bids-only", "members", "open"]
+    peers.peer_add(name="new", base_url="https://new.example.org", api_key=KEY, public=True)
+    assert visible(ANONYMOUS) == ["new", "open"]
+    bids_only = FederationPeer.objects.get(name="bids-only")
+    bids_only.groups.set(Group.objects.filter(name="legal"))  # m2m: no save of the peer itself
+    assert visible(member) == ["members", "new", "open"]
+    bids_only.groups.add(links["bids"])
+    assert visible(member) == ["bids-only", "members", "new", "open"]
+    Group.objects.filter(name="legal").delete()  # a group removed: its links go with it
+    assert FederationPeer.objects.get(name="legal-only").groups.count() == 0
+    assert "legal-only" in visible(Principal(kind="user", user_id=1))
+    open_peer = FederationPeer.objects.get(name="open")
+    open_peer.enabled = False
+    open_peer.save()
+    assert visible(ANONYMOUS) == ["new"]
+    peers.peer_remove(name="new")
+    assert visible(ANONYMOUS) == []
+
+
+def test_another_process_reads_the_peers_again_after_a_change_commits(links: dict[str, int],
+                                                                       django_capture_on_commit_callbacks) -> None:
+    assert visible(ANONYMOUS) == ["open"]
+    with django_capture_on_commit_callbacks(execute=True):
+        peers.peer_add(name="new", base_url="https://new.example.org", api_key=KEY, public=True)
+        # another process searching now, before the commit, reads the old rows under the token just set
+        token = cache.get(peers.PEERS_VERSION_KEY)
+        peers._snapshot = (token, time.monotonic(), tuple(p for p in peers.peers_enabled() if p.name != "new"))
+        assert visible(ANONYMOUS) == ["open"]
+    # the commit sets a newer token: that copy is read again
+    assert cache.get(peers.PEERS_VERSION_KEY) != token
+    assert visible(ANONYMOUS) == ["new", "open"]
+
+
+def test_with_the_cache_down_the_peers_are_read_on_every_search(links: dict[str, int], monkeypatch,
+                                                                django_assert_num_queries) -> None:
+    monkeypatch.setattr(cache, "get", lambda *args, **kwargs: None)
+    monkeypatch.setattr(cache, "add", lambda *args, **kwargs: False)
+    for _ in range(2):
+        with django_assert_num_queries(2):
+            assert visible(ANONYMOUS) == ["open"]
 
 
 def test_filters_that_only_mean_something_here_are_refused_not_dropped(links: dict[str, int]) -> None:
