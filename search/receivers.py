@@ -4,7 +4,7 @@ send signals, so content services never import the task layer and models never i
 from typing import Any
 
 from django.contrib.auth.models import Group
-from django.db.models.signals import m2m_changed, post_delete, post_save
+from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete
 from django.dispatch import receiver
 
 from search.models import FederationPeer, Synonym
@@ -38,3 +38,11 @@ def peers_changed(sender: Any, **kwargs: Any) -> None:
 
     if kwargs.get("action", "post_").startswith("post_"):  # m2m_changed also reports each change before it
         changed()
+
+
+@receiver(pre_delete, sender=Group)
+def peers_lose_a_group(sender: Any, instance: Group, **kwargs: Any) -> None:
+    """A peer only that group's members could see is disabled rather than opened to every signed-in user."""
+    from search.federation.peers import group_deleting
+
+    group_deleting(instance)

@@ -108,10 +108,14 @@ class _NoCookies(http.cookiejar.DefaultCookiePolicy):
 
 def _client(base_url: str) -> httpx.Client:
     with _clients_lock:
-        client = _clients.get(base_url)
-        if client is None:
+        client = _clients.pop(base_url, None)
+        if client is not None:
+            _clients[base_url] = client  # the most recently used last
+        else:
             while len(_clients) >= MAX_CLIENTS:
-                _clients.pop(next(iter(_clients))).close()
+                # the least recently used goes; not closed here, a search may still be reading from it: its
+                # connections close when it is collected
+                _clients.pop(next(iter(_clients)))
             client = _clients[base_url] = httpx.Client(
                 follow_redirects=False,
                 trust_env=False,
@@ -139,6 +143,16 @@ def _forget_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_after_fork)
 
 
+def _exchange(call: PeerCall, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str],
+              deadline: float) -> bytes:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise _Failed("timeout", f"no answer within {call.timeout_s * 1000:.0f} ms")
+    with _client(call.base_url).stream(method, call.base_url.rstrip("/") + path, json=body, headers=headers,
+                                       timeout=httpx.Timeout(remaining)) as response:
+        return _read_body(response, max_bytes=call.max_bytes, deadline=deadline)
+
+
 def _call(call: PeerCall, method: str, path: str, body: dict[str, Any] | None) -> tuple[bytes, int]:
     """The answer's bytes (parsed and validated by the caller, in one step: pydantic's JSON parser) and ms."""
     started = time.monotonic()
@@ -150,9 +164,12 @@ def _call(call: PeerCall, method: str, path: str, body: dict[str, Any] | None) -
         "User-Agent": USER_AGENT,
     }
     try:
-        with _client(call.base_url).stream(method, call.base_url.rstrip("/") + path, json=body, headers=headers,
-                                           timeout=httpx.Timeout(call.timeout_s)) as response:
-            data = _read_body(response, max_bytes=call.max_bytes, deadline=deadline)
+        try:
+            data = _exchange(call, method, path, body, headers, deadline)
+        except httpx.RemoteProtocolError:
+            # a kept connection the peer closed while idle (its keep-alive shorter than ours; the broken connection
+            # is dropped): ask once more (a search changes nothing on the peer), within the same deadline
+            data = _exchange(call, method, path, body, headers, deadline)
     except httpx.TimeoutException as exc:
         raise _Failed("timeout", f"no answer within {call.timeout_s * 1000:.0f} ms") from exc
     except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
+import os
 import re
 import threading
 import time
@@ -22,6 +24,8 @@ from search.federation import client
 from search.federation.secrets import secret_decrypt, secret_encrypt
 from search.models import FederationPeer
 from search.principal import Principal
+
+logger = logging.getLogger(__name__)
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,49}$")
 RESERVED_NAMES = frozenset({"local", "all"})
@@ -188,25 +192,38 @@ class PeerLink:
 
 # Every process keeps the enabled peers in memory, tagged with a version token kept in the cache (Valkey). Any
 # change to a peer or to its groups sets a new token (search.receivers, when it is made and again when it is
-# committed), so every process reads the peers again on its next search; with the cache unreachable they are
-# read on every search. Reading the peers was one query (about 2 ms of a federated search here); reading the
-# token is one round trip to Valkey.
+# committed), so every process reads the peers again on its next search. With the cache unreachable the peers
+# are read on every search, and a copy from before an outage is dropped; a token that could not be set is
+# logged. Whatever happens to the cache, no copy serves for more than PEERS_SNAPSHOT_MAX_S. Reading the peers
+# was one query (about 2 ms of a federated search here); reading the token is one round trip to Valkey.
 PEERS_VERSION_KEY = "federation:peers:version"
-PEERS_SNAPSHOT_MAX_S = 60.0  # even a change no signal reported (raw SQL) applies within a minute
+PEERS_SNAPSHOT_MAX_S = 10.0
 _snapshot: tuple[str, float, tuple[PeerLink, ...]] | None = None
 _snapshot_lock = threading.Lock()
 
 
+def _announce() -> None:
+    global _snapshot
+    _snapshot = None  # this process reads them again whatever the cache does
+    if cache.set_many({PEERS_VERSION_KEY: uuid.uuid4().hex}, timeout=None):  # the keys it could not set
+        logger.error("A change to the federation peers could not be announced (the cache is unreachable): other "
+                     "web processes apply it within %.0f s.", PEERS_SNAPSHOT_MAX_S)
+
+
 def peers_changed() -> None:
     """Every process reads the peers again on its next search (called on every change; search.receivers)."""
-    cache.set(PEERS_VERSION_KEY, uuid.uuid4().hex, timeout=None)
-    transaction.on_commit(lambda: cache.set(PEERS_VERSION_KEY, uuid.uuid4().hex, timeout=None))
+    _announce()
+    transaction.on_commit(_announce)
 
 
 def peers_forget() -> None:
-    """Drop this process's copy (tests)."""
-    global _snapshot
+    """Drop this process's copy (tests; a forked child)."""
+    global _snapshot, _snapshot_lock
     _snapshot = None
+    _snapshot_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=peers_forget)
 
 
 def _peers_read() -> tuple[PeerLink, ...]:
@@ -218,6 +235,10 @@ def _peers_read() -> tuple[PeerLink, ...]:
     )
 
 
+def _current(snapshot: tuple[str, float, tuple[PeerLink, ...]] | None, version: str) -> bool:
+    return snapshot is not None and snapshot[0] == version and time.monotonic() - snapshot[1] < PEERS_SNAPSHOT_MAX_S
+
+
 def peers_enabled() -> tuple[PeerLink, ...]:
     """The enabled peers, from this process's copy while the version token says it is current."""
     global _snapshot
@@ -225,17 +246,32 @@ def peers_enabled() -> tuple[PeerLink, ...]:
     if version is None:  # never set, evicted, flushed, or the cache is down
         token = uuid.uuid4().hex
         version = token if cache.add(PEERS_VERSION_KEY, token, timeout=None) else cache.get(PEERS_VERSION_KEY)
-        if version is None:  # the cache is unreachable: no token to trust a copy by
+        if version is None:  # the cache is unreachable: no token to trust a copy by, now or after the outage
+            _snapshot = None
             return _peers_read()
     snapshot = _snapshot
-    if snapshot is not None and snapshot[0] == version and time.monotonic() - snapshot[1] < PEERS_SNAPSHOT_MAX_S:
-        return snapshot[2]
+    if _current(snapshot, version):
+        return snapshot[2]  # type: ignore[index]
     with _snapshot_lock:
+        snapshot = _snapshot
+        if _current(snapshot, version):  # another thread read them while this one waited
+            return snapshot[2]  # type: ignore[index]
         # tagged with the token read before the peers: a change committed in between sets a newer token, so
         # this copy is read again on the next search
         links = _peers_read()
         _snapshot = (version, time.monotonic(), links)
     return links
+
+
+def group_deleting(group: Group) -> None:
+    """Before ``group`` goes: a peer only its members could see would be left without groups, which means every
+    signed-in user. It is disabled instead (fail closed), and says why in its check detail."""
+    for peer in FederationPeer.objects.filter(groups=group, enabled=True).prefetch_related("groups"):
+        if {g.pk for g in peer.groups.all()} == {group.pk}:
+            FederationPeer.objects.filter(pk=peer.pk).update(
+                enabled=False, check_detail=f"disabled: its only group, {group.name!r}, was deleted"[:300])
+            logger.warning("Federation peer %s disabled: its only group, %r, was deleted; give it groups and "
+                           "enable it again in the admin.", peer.name, group.name)
 
 
 def peers_visible(principal: Principal) -> list[PeerLink]:

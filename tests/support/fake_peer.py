@@ -1,7 +1,8 @@
 """A fake peer knowledge base for federation tests: one local HTTP server, a behaviour per path prefix.
 
 ``/ok`` answers a valid (if HTML-laden) hit; ``/html``, ``/fail``, ``/refuse``, ``/garbage``, ``/big``,
-``/chunked``, ``/spans``, ``/badproto``, ``/redirect`` and ``/slow`` misbehave as their names say.
+``/chunked``, ``/spans``, ``/badproto``, ``/redirect`` and ``/slow`` misbehave as their names say; ``/dropfirst``
+closes the first connection it is asked on without answering, then answers as ``/ok``.
 ``server.seen_keys``, ``server.seen_encodings``, ``server.seen_cookies`` and ``server.seen_ports`` list the
 Authorization, Accept-Encoding and Cookie headers received and the client port of each request. ``/ok`` also sets a
 cookie. ``serving(keep_alive=True)`` speaks HTTP/1.1 and keeps connections open, as the product's server does.
@@ -47,7 +48,11 @@ class PeerHandler(BaseHTTPRequestHandler):
         self.server.seen_encodings.append(self.headers.get("Accept-Encoding"))  # type: ignore[attr-defined]
         self.server.seen_cookies.append(self.headers.get("Cookie"))  # type: ignore[attr-defined]
         self.server.seen_ports.append(self.client_address[1])  # type: ignore[attr-defined]
-        if kind == "ok":
+        if kind == "dropfirst" and not self.server.dropped:  # type: ignore[attr-defined]
+            self.server.dropped = True  # type: ignore[attr-defined]
+            self.close_connection = True  # as a server closing an idle kept connection: no answer at all
+            return
+        if kind in ("ok", "dropfirst"):
             body = {"instance": "friendly", "version": "9", "count": 1, "hits": [HOSTILE_HIT]}
             self._send(200, json.dumps(body).encode(), cookie=True)
         elif kind == "html":
@@ -106,6 +111,7 @@ def serving(*, keep_alive: bool = False) -> Iterator[ThreadingHTTPServer]:
     server.seen_encodings = []  # type: ignore[attr-defined]
     server.seen_cookies = []  # type: ignore[attr-defined]
     server.seen_ports = []  # type: ignore[attr-defined]
+    server.dropped = False  # type: ignore[attr-defined]
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

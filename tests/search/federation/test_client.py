@@ -49,8 +49,16 @@ def test_a_refused_or_oversized_answer_does_not_spoil_the_next_search(keep_alive
     assert outcome.answer is not None and outcome.answer.hits[0].title.endswith("Pricing elsewhere")
 
 
-def test_the_clients_kept_are_bounded(keep_alive_peer: ThreadingHTTPServer, monkeypatch) -> None:
+def test_the_clients_kept_are_bounded_the_least_recently_used_going(keep_alive_peer: ThreadingHTTPServer,
+                                                                     monkeypatch) -> None:
     monkeypatch.setattr(client, "MAX_CLIENTS", 2)
-    for path in ("/ok", "/ok/a", "/ok/b"):
+    for path in ("/ok", "/ok/a", "/ok", "/ok/b"):
         assert client.peer_search(_call(keep_alive_peer, path), {"query": "pricing"}).status == "ok"
-    assert len(client._clients) == 2
+    host, port = keep_alive_peer.server_address[:2]
+    assert sorted(client._clients) == [f"http://{host}:{port}/ok", f"http://{host}:{port}/ok/b"]
+
+
+def test_a_kept_connection_the_peer_closed_is_asked_again_once(keep_alive_peer: ThreadingHTTPServer) -> None:
+    outcome = client.peer_search(_call(keep_alive_peer, "/dropfirst"), {"query": "pricing"})
+    assert outcome.status == "ok", outcome.detail
+    assert len(keep_alive_peer.seen_ports) == 2  # the dropped request and the one asked again
