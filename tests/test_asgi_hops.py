@@ -18,7 +18,9 @@ from django.db import connections
 from django.test import AsyncClient, override_settings
 from django.utils.module_loading import import_string
 
-pytestmark = pytest.mark.django_db
+# Django's sync code runs in asgiref's thread here, on its own connection, outside the test's transaction: the
+# searches it logs are committed, so the tables are emptied after the test rather than rolled back.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 BODY = json.dumps({"query": "pricing", "limit": 5})
 
