@@ -1,13 +1,14 @@
 import os
 
-from django.core.asgi import get_asgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
 # A web process: the settings cap each SQL statement at STATEMENT_TIMEOUT_MS (workers and commands are not).
 os.environ.setdefault("KB_PROCESS_ROLE", "web")
-_django_application = get_asgi_application()
+from config.handlers import sync_chain_asgi_application  # noqa: E402 - after the settings module is chosen
 
-from django.conf import settings  # noqa: E402 - loaded by get_asgi_application
+# Django's ASGI handler with the whole request (middleware, view) in one thread hop (config/handlers.py).
+_django_application = sync_chain_asgi_application()
+
+from django.conf import settings  # noqa: E402 - loaded by sync_chain_asgi_application
 
 from config.middleware import BoundedRequestBody  # noqa: E402
 from search.embeddings.spaces import lane_warm_blocking  # noqa: E402

@@ -1,9 +1,9 @@
-"""Under ASGI (uvicorn serves the product), every middleware runs in Django's sync mode, in one thread hop.
+"""Under ASGI (uvicorn serves the product) a request's middleware and view run in one thread hop.
 
-A middleware that can only run sync, placed between ones that can run async, makes Django hand each step of
-the async-capable ones below it to a thread and back. ``config.middleware.ReadYourWritesMiddleware`` is sync-only
-and comes last in ``MIDDLEWARE``, so nothing runs async inside the chain: 5 hops a request instead of 8 (about
-1-2 ms of every request here, docs/benchmarks.md).
+Django's own ``ASGIHandler`` builds the middleware chain in async mode: the sync chain runs in a thread,
+calls back into the event loop for the innermost handler, which hands the view middleware and the view to a
+thread again. ``config.handlers.SyncChainASGIHandler`` builds it in sync mode and runs ``get_response`` in
+one ``sync_to_async`` call (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 
+import httpx
 import pytest
 from asgiref import sync
-from django.conf import settings
+from django.core.handlers.asgi import ASGIHandler
+from django.core.signals import request_finished
 from django.db import connections
-from django.test import AsyncClient, override_settings
-from django.utils.module_loading import import_string
+
+from config.handlers import SyncChainASGIHandler
 
 # Django's sync code runs in asgiref's thread here, on its own connection, outside the test's transaction: the
 # searches it logs are committed, so the tables are emptied after the test rather than rolled back.
@@ -25,45 +27,61 @@ pytestmark = pytest.mark.django_db(transaction=True)
 BODY = json.dumps({"query": "pricing", "limit": 5})
 
 
-def _hops(monkeypatch) -> int:
-    """Thread hops (``sync_to_async`` calls) of one warm ``POST /api/search`` through Django's ASGI handler."""
-    calls = [0]
+def _served(app, monkeypatch, requests: list[tuple[str, str]]) -> tuple[list[str], list[httpx.Response]]:
+    """What the thread hops (``sync_to_async`` calls) of the last request ran, and every response."""
+    hops: list[str] = []
+    last: list[str] = []
     original = sync.SyncToAsync.__call__
 
     async def counting(self, *args, **kwargs):
-        calls[0] += 1
+        hops.append(getattr(self.func, "__qualname__", repr(self.func)))
         return await original(self, *args, **kwargs)
 
     monkeypatch.setattr(sync.SyncToAsync, "__call__", counting)
 
-    async def run() -> int:
-        client = AsyncClient()
-        assert (await client.post("/api/search", BODY, content_type="application/json")).status_code == 200
-        calls[0] = 0
-        assert (await client.post("/api/search", BODY, content_type="application/json")).status_code == 200
-        hops = calls[0]
-        # the thread Django's sync code ran in holds its own database connections: close them
-        await sync.sync_to_async(connections.close_all)()
-        return hops
+    async def run() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 40000))
+        responses = []
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            for method, path in requests:
+                hops.clear()
+                content = BODY if method == "POST" else None
+                headers = {"content-type": "application/json"} if content else {}
+                responses.append(await client.request(method, path, content=content, headers=headers))
+                last[:] = hops
+        return responses
 
+    # Each request's sync code runs in a thread of its own (Django's ThreadSensitiveContext), on connections of
+    # its own: closed as the request finishes, so none outlives the test.
+    def close_connections(**kwargs) -> None:
+        connections.close_all()
+
+    request_finished.connect(close_connections, dispatch_uid="test_asgi_hops")
     try:
-        return asyncio.run(run())
+        responses = asyncio.run(run())
     finally:
         monkeypatch.setattr(sync.SyncToAsync, "__call__", original)
+        request_finished.disconnect(dispatch_uid="test_asgi_hops")
+    return last, responses
 
 
-def test_the_innermost_middleware_is_sync_only() -> None:
-    last = import_string(settings.MIDDLEWARE[-1])
-    assert getattr(last, "sync_capable", True) and not getattr(last, "async_capable", False)
+def test_a_request_runs_its_middleware_and_view_in_one_thread_hop(monkeypatch) -> None:
+    search = [("POST", "/api/search"), ("POST", "/api/search")]  # the second one warm
+    shipped, ours = _served(SyncChainASGIHandler(), monkeypatch, search)
+    django, theirs = _served(ASGIHandler(), monkeypatch, search)
+    # the same answer either way
+    assert [r.status_code for r in ours] == [r.status_code for r in theirs] == [200, 200]
+    assert ours[1].json()["results"] == theirs[1].json()["results"]
+    # request_started, the whole chain with the view, the response's close
+    assert len(shipped) == 3 and shipped[1] == "BaseHandler.get_response"
+    # Django's handler also hands the view middleware and the view to a thread of their own
+    assert "search_api" in django and len(django) >= len(shipped) + 2
 
 
-def test_a_request_hops_threads_as_few_times_as_under_a_sync_chain(monkeypatch) -> None:
-    shipped = _hops(monkeypatch)
-    # the order before: ReadYourWrites above the message and clickjacking middleware, which then ran async
-    before = [m for m in settings.MIDDLEWARE if not m.endswith("ReadYourWritesMiddleware")]
-    before.insert(before.index("django.contrib.messages.middleware.MessageMiddleware"),
-                  "config.middleware.ReadYourWritesMiddleware")
-    with override_settings(MIDDLEWARE=before):
-        mixed = _hops(monkeypatch)
-    assert shipped <= 5
-    assert mixed >= shipped + 3
+def test_errors_and_redirects_come_back_as_under_django_handler(monkeypatch) -> None:
+    requests = [("GET", "/api/search"), ("GET", "/no-such-page"), ("GET", "/browse")]
+    _, ours = _served(SyncChainASGIHandler(), monkeypatch, requests)
+    _, theirs = _served(ASGIHandler(), monkeypatch, requests)
+    assert [r.status_code for r in ours] == [r.status_code for r in theirs]
+    assert ours[1].status_code == 404
+    assert [r.headers.get("content-type") for r in ours] == [r.headers.get("content-type") for r in theirs]

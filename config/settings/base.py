@@ -59,9 +59,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Content written by a signed-in caller sends their reads to the primary for READ_YOUR_WRITES_S.
-    # Last, and sync-only: under ASGI, Django runs every middleware above it in its sync mode, in one thread
-    # hop, as WSGI would. A middleware that can run async placed below it would run async, each of its steps
-    # handed to a thread and back (about 1-2 ms a request here; tests/test_asgi_hops.py counts the hops).
+    # Every middleware here runs in Django's sync mode, the whole chain and the view in one thread hop under
+    # ASGI too (config/handlers.py; tests/test_asgi_hops.py counts the hops).
     "config.middleware.ReadYourWritesMiddleware",
 ]
 
