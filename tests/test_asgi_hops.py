@@ -17,6 +17,9 @@ from asgiref import sync
 from django.core.handlers.asgi import ASGIHandler
 from django.core.signals import request_finished
 from django.db import connections
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.test import override_settings
+from django.urls import include, path
 
 from config.handlers import SyncChainASGIHandler
 
@@ -25,6 +28,36 @@ from config.handlers import SyncChainASGIHandler
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BODY = json.dumps({"query": "pricing", "limit": 5})
+
+
+def _boom(request: HttpRequest) -> HttpResponse:
+    raise RuntimeError("a view that fails")
+
+
+def _stream(request: HttpRequest) -> StreamingHttpResponse:
+    return StreamingHttpResponse(f"line {n}\n" for n in range(3))
+
+
+async def _lines():
+    for n in range(3):
+        yield f"line {n}\n"
+
+
+def _stream_async(request: HttpRequest) -> StreamingHttpResponse:
+    return StreamingHttpResponse(_lines())
+
+
+async def _async_view(request: HttpRequest) -> StreamingHttpResponse:
+    return StreamingHttpResponse(_lines())
+
+
+urlpatterns = [
+    path("t/boom", _boom),
+    path("t/stream", _stream),
+    path("t/stream-async", _stream_async),
+    path("t/async-view", _async_view),
+    path("", include("config.urls")),
+]
 
 
 def _served(app, monkeypatch, requests: list[tuple[str, str]]) -> tuple[list[str], list[httpx.Response]]:
@@ -90,3 +123,14 @@ def test_errors_and_redirects_come_back_as_under_django_handler(monkeypatch) -> 
         for name in ("content-type", "vary", "x-frame-options", "cache-control"):
             assert mine.headers.get(name) == django.headers.get(name)
     assert [r.content for r in ours[:2]] == [r.content for r in theirs[:2]]
+
+
+@override_settings(ROOT_URLCONF=__name__)
+@pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume synchronous iterators")
+def test_failures_and_streams_come_back_as_under_django_handler(monkeypatch) -> None:
+    requests = [("GET", "/t/boom"), ("GET", "/t/stream"), ("GET", "/t/stream-async"), ("GET", "/t/async-view")]
+    _, ours = _served(SyncChainASGIHandler(), monkeypatch, requests)
+    _, theirs = _served(ASGIHandler(), monkeypatch, requests)
+    assert [r.status_code for r in ours] == [r.status_code for r in theirs] == [500, 200, 200, 200]
+    assert [r.content for r in ours] == [r.content for r in theirs]
+    assert ours[1].content == ours[2].content == ours[3].content == b"line 0\nline 1\nline 2\n"
