@@ -19,7 +19,7 @@ from search.selectors.catalogue import CardExtras, card_extras
 from search.selectors.closed import ClosedItem
 from search.selectors.items import item_revision
 from search.text.highlight import highlight_html, plain_passage
-from search.types import Hit
+from search.types import Hit, Span
 
 EXCERPT_CHARS = 240
 LANE_LABELS = {"lexical": "words", "vector": "meaning"}
@@ -209,6 +209,20 @@ def nearest_json(hit: Hit) -> dict[str, Any]:
     return {"id": hit.item_id, "title": hit.title, "url": hit.url, "confidence": hit.confidence}
 
 
+def _marked_text(
+    title: str, title_spans: Sequence[Span], passage: str, passage_spans: Sequence[Span]
+) -> dict[str, Any]:
+    """A result's title and passage as text, as ``<mark>`` HTML (the text escaped) and as [start, end) offsets."""
+    return {
+        "title": title,
+        "title_html": highlight_html(title, title_spans),
+        "title_spans": [[s.start, s.end] for s in title_spans],
+        "passage": passage,
+        "passage_html": highlight_html(passage, passage_spans),
+        "passage_spans": [[s.start, s.end] for s in passage_spans],
+    }
+
+
 def hit_json(hit: Hit) -> dict[str, Any]:
     """One result of ``POST /api/search``: the engine's hit plus server-rendered highlight HTML."""
     return {
@@ -216,12 +230,7 @@ def hit_json(hit: Hit) -> dict[str, Any]:
         "external_id": hit.external_id,
         "slug": hit.slug,
         "url": hit.url,
-        "title": hit.title,
-        "title_html": highlight_html(hit.title, hit.title_spans),
-        "title_spans": [[s.start, s.end] for s in hit.title_spans],
-        "passage": hit.passage,
-        "passage_html": highlight_html(hit.passage, hit.passage_spans),
-        "passage_spans": [[s.start, s.end] for s in hit.passage_spans],
+        **_marked_text(hit.title, hit.title_spans, hit.passage, hit.passage_spans),
         "toc_path": hit.toc_path,
         "chunk_id": hit.chunk_id,
         "content_type": hit.content_type,
@@ -282,12 +291,7 @@ def federated_hit_json(hit: FederatedHit) -> dict[str, Any]:
     base = hit_json(hit.local) if hit.local is not None else {
         "id": None,
         "url": hit.url,
-        "title": hit.title,
-        "title_html": highlight_html(hit.title, hit.title_spans),
-        "title_spans": [[s.start, s.end] for s in hit.title_spans],
-        "passage": hit.snippet,
-        "passage_html": highlight_html(hit.snippet, hit.snippet_spans),
-        "passage_spans": [[s.start, s.end] for s in hit.snippet_spans],
+        **_marked_text(hit.title, hit.title_spans, hit.snippet, hit.snippet_spans),
         "language": hit.language,
         "updated_at": hit.updated_at.isoformat() if hit.updated_at else None,
         "confidence": hit.confidence,

@@ -14,12 +14,13 @@ PREVIEW_DEFAULT_LIMIT = 8
 SEARCH_DEFAULT_LIMIT = 20
 
 
-def query_text(value: Any) -> str:
+def query_text(value: Any, *, field: str = "query", empty: str = "must not be empty") -> str:
+    """``value`` as query text (trimmed, checked by the engine's rule); ``empty`` says what an empty one is."""
     if not isinstance(value, str):
         raise ValueError("must be a string")
-    text = validate_query_text(value, field="query")
+    text = validate_query_text(value, field=field)
     if not text:
-        raise ValueError("must not be empty: type at least one character")
+        raise ValueError(f"{empty}: type at least one character")
     return text
 
 
@@ -65,12 +66,7 @@ class PreviewRequest(BaseModel):
     @field_validator("q", mode="before")
     @classmethod
     def _q(cls, value: Any) -> str:
-        if not isinstance(value, str):
-            raise ValueError("must be a string")
-        text = validate_query_text(value, field="q")
-        if not text:
-            raise ValueError("is required: type at least one character")
-        return text
+        return query_text(value, field="q", empty="is required")
 
     @field_validator("limit", mode="after")
     @classmethod

@@ -111,12 +111,27 @@ def _taken(holder: Preset) -> PresetNameTaken:
     )
 
 
-def _get_for_update(user_id: int | None, preset_id: Any) -> Preset:
+def _own_for_update(user_id: int | None, preset_id: Any, *, system: str, field: str | None = None) -> Preset:
+    """The owner's preset ``preset_id``, locked for this transaction; a system preset raises
+    ``PresetImmutable`` with the message ``system`` (their name in it as ``{name}``)."""
     pk = _as_id(preset_id)
     try:
-        return Preset.objects.select_for_update().visible_to(user_id).get(pk=pk)
+        preset = Preset.objects.select_for_update().visible_to(user_id).get(pk=pk)
     except Preset.DoesNotExist:
         raise _not_found(preset_id) from None
+    if preset.is_system:
+        raise PresetImmutable(system.format(name=preset.name), field=field)
+    return preset
+
+
+def _save_unique_name(preset: Preset, fields: list[str], *, taken: str) -> None:
+    """Save ``fields``; a live preset of the same owner and name saved meanwhile (the unique index) raises
+    ``PresetNameTaken`` with the message ``taken``, and this transaction goes on."""
+    try:
+        with transaction.atomic():
+            preset.save(update_fields=fields)
+    except IntegrityError:
+        raise PresetNameTaken(taken, field="name") from None
 
 
 def _as_id(preset_id: Any) -> int:
@@ -229,13 +244,11 @@ def preset_rename(*, owner: Any, preset_id: Any, name: Any) -> Preset:
     user_id = _require_user(owner)
     clean = clean_name(name)
     with transaction.atomic():
-        preset = _get_for_update(user_id, preset_id)
-        if preset.is_system:
-            raise PresetImmutable(
-                f"'{preset.name}' is a system preset and cannot be renamed. "
-                "Apply it and save your own copy under the name you want.",
-                field="name",
-            )
+        preset = _own_for_update(
+            user_id, preset_id, field="name",
+            system="'{name}' is a system preset and cannot be renamed. "
+            "Apply it and save your own copy under the name you want.",
+        )
         if preset.is_deleted:
             raise PresetNotFound(
                 f"The preset '{preset.name}' was deleted. Undo the delete first, then rename it."
@@ -246,13 +259,9 @@ def preset_rename(*, owner: Any, preset_id: Any, name: Any) -> Preset:
         if holder is not None:
             raise _taken(holder)
         preset.name = clean
-        try:
-            with transaction.atomic():
-                preset.save(update_fields=["name", "updated_at"])
-        except IntegrityError:
-            raise PresetNameTaken(
-                f"You already have a preset called '{clean}'; choose another name.", field="name"
-            ) from None
+        _save_unique_name(
+            preset, ["name", "updated_at"], taken=f"You already have a preset called '{clean}'; choose another name."
+        )
         return preset
 
 
@@ -263,11 +272,9 @@ def preset_delete(*, owner: Any, preset_id: Any) -> Preset:
     """
     user_id = _require_user(owner)
     with transaction.atomic():
-        preset = _get_for_update(user_id, preset_id)
-        if preset.is_system:
-            raise PresetImmutable(
-                f"'{preset.name}' is a system preset and cannot be deleted; it is shared by everyone."
-            )
+        preset = _own_for_update(
+            user_id, preset_id, system="'{name}' is a system preset and cannot be deleted; it is shared by everyone."
+        )
         if not preset.is_deleted:
             preset.deleted_at = timezone.now()
             preset.save(update_fields=["deleted_at", "updated_at"])
@@ -278,9 +285,9 @@ def preset_restore(*, owner: Any, preset_id: Any) -> Preset:
     """Undo a delete. Restoring a live preset is a no-op; system presets are never deleted."""
     user_id = _require_user(owner)
     with transaction.atomic():
-        preset = _get_for_update(user_id, preset_id)
-        if preset.is_system:
-            raise PresetImmutable(f"'{preset.name}' is a system preset; it cannot be deleted or restored.")
+        preset = _own_for_update(
+            user_id, preset_id, system="'{name}' is a system preset; it cannot be deleted or restored."
+        )
         if not preset.is_deleted:
             return preset
         holder = _name_holder(user_id, preset.name, exclude_id=preset.pk)
@@ -294,14 +301,10 @@ def preset_restore(*, owner: Any, preset_id: Any) -> Preset:
                 f"You have {MAX_PRESETS_PER_USER} presets, the most an account can keep; delete one first."
             )
         preset.deleted_at = None
-        try:
-            with transaction.atomic():
-                preset.save(update_fields=["deleted_at", "updated_at"])
-        except IntegrityError:
-            raise PresetNameTaken(
-                f"Another preset is now called '{preset.name}'. Rename that one first, then undo the delete.",
-                field="name",
-            ) from None
+        _save_unique_name(
+            preset, ["deleted_at", "updated_at"],
+            taken=f"Another preset is now called '{preset.name}'. Rename that one first, then undo the delete.",
+        )
         return preset
 
 

@@ -17,15 +17,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from celery import shared_task
 from django.utils import timezone
 
 from config.settings import schedule
 from search.errors import EmbeddingUnavailable
+
+if TYPE_CHECKING:
+    from search.services.jobs import JobResult
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +156,19 @@ def index_build_enqueue() -> None:
     transaction.on_commit(_send)
 
 
+def _daily_job(
+    task: Any, job: str, run: Callable[[], JobResult], *, now: datetime, at: tuple[int, int], period: str | None
+) -> str:
+    """Run a daily job once for its period (``period``, or the slot ``now`` belongs to given the job's time ``at``)
+    and say what it did."""
+    from search.services import jobs
+
+    outcome = jobs.job_execute(
+        job=job, run=run, task_id=task.request.id or "", period=period or jobs.daily_period(now, at=at)
+    )
+    return outcome.summary()
+
+
 @shared_task(name="search.review_flags", bind=True, acks_late=True, ignore_result=True)
 def review_flags_task(self: Any, period: str | None = None) -> str:
     """Daily review-cadence flagger (03:45 UTC). ``period`` defaults to the slot this run belongs to."""
@@ -163,13 +180,7 @@ def review_flags_task(self: Any, period: str | None = None) -> str:
         moved = governance.review_flags_update(today=timezone.localdate(now))
         return jobs.JobResult(items_touched=sum(moved.values()), detail=moved)
 
-    outcome = jobs.job_execute(
-        job=jobs.REVIEW_FLAGS,
-        run=_run,
-        task_id=self.request.id or "",
-        period=period or jobs.daily_period(now, at=schedule.REVIEW_FLAGS_AT),
-    )
-    return outcome.summary()
+    return _daily_job(self, jobs.REVIEW_FLAGS, _run, now=now, at=schedule.REVIEW_FLAGS_AT, period=period)
 
 
 @shared_task(name="search.quality_scores", bind=True, acks_late=True, ignore_result=True)
@@ -183,13 +194,7 @@ def quality_scores_task(self: Any, period: str | None = None) -> str:
         written = quality.quality_scores_update(now=now)
         return jobs.JobResult(items_touched=written, detail={"written": written})
 
-    outcome = jobs.job_execute(
-        job=jobs.QUALITY_SCORES,
-        run=_run,
-        task_id=self.request.id or "",
-        period=period or jobs.daily_period(now, at=schedule.QUALITY_SCORES_AT),
-    )
-    return outcome.summary()
+    return _daily_job(self, jobs.QUALITY_SCORES, _run, now=now, at=schedule.QUALITY_SCORES_AT, period=period)
 
 
 @shared_task(name="search.embeddings_backfill", **EMBEDDING_TASK)
