@@ -93,7 +93,7 @@ class BenchOptions:
     # A search across this instance and 2 peers on the same corpus, beside each peer alone (bench_federation).
     federation: bool = True
     # After everything else at each size: switch the corpus to another embedding model while searches run
-    # (bench_flip); the database is left switched, so not with keep_db.
+    # (bench_flip); with keep_db on a copy of the kept corpus, which stays on its model for the next run.
     flip: bool = False
     flip_window_s: float = 20.0
     workers: int = 2
@@ -609,12 +609,18 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
                             results["load"] = load_result
                 results["sizes"][str(size)] = {p: measured[p] for p in PATHS if p in measured}
                 log(_summary_line(size, results["sizes"][str(size)]))
-                if opts.flip:
-                    from benchmarks import bench_flip
-
-                    results.setdefault("flip", {})[str(size)] = bench_flip.flip_measure(
-                        queries.search, window_s=opts.flip_window_s, log=log
-                    )
+                if opts.flip and not opts.keep_db:
+                    results.setdefault("flip", {})[str(size)] = _flip(opts, queries, log)
+            if opts.flip and opts.keep_db:
+                # The kept corpus stays as it is (on its model, for the next run): the switch runs on a copy.
+                copy = f"kb_bench_flip_{os.getpid()}_{size}"
+                log(f"  flip: copying {name} to {copy}")
+                scratch_db.scratch_database_copy(template=name, name=copy)
+                try:
+                    with scratch_db.scratch_database(name=copy, keep=True):
+                        results.setdefault("flip", {})[str(size)] = _flip(opts, queries, log)
+                finally:
+                    scratch_db.scratch_database_drop(copy)
     results["ratios"] = ratios(results["sizes"])
     results["growth_p50"] = growth(results["sizes"])
     if opts.embedding_texts > 0:
@@ -626,6 +632,12 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
             log=log,
         )
     return results
+
+
+def _flip(opts: BenchOptions, queries: BenchQueries, log: Callable[[str], None]) -> dict[str, Any]:
+    from benchmarks import bench_flip
+
+    return bench_flip.flip_measure(queries.search, window_s=opts.flip_window_s, log=log)
 
 
 # The kinds of typed fragments the completeness report draws from the corpus (beside the SciFact-claim

@@ -124,3 +124,20 @@ def scratch_database_drop(name: str) -> None:
     lane_pool_close()
     with connection._nodb_cursor() as cursor:
         cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def scratch_database_copy(*, template: str, name: str) -> None:
+    """Create scratch database ``name`` as a copy of scratch database ``template`` (replacing any ``name``):
+    PostgreSQL copies its files, minutes for a 100k-item corpus where building it again takes half an hour.
+    Nothing may be connected to ``template`` meanwhile (this process's connections are closed first)."""
+    for database in (template, name):
+        if not SCRATCH_NAME_RE.match(database):
+            raise SearchError(
+                f"{database!r} is not a scratch database name (kb_eval_… or kb_bench_…, lower-case)."
+            )
+    lane_pool_close()
+    connection.close()
+    with connection._nodb_cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        # FILE_COPY: one checkpoint and a file copy, instead of writing a large database through the WAL
+        cursor.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY = FILE_COPY')

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
@@ -329,6 +330,48 @@ def test_bench_flip_switches_the_model_while_searches_run(
     # and the report says it
     lines = bench_report.flip_lines("60", flip)
     assert any("Embedding-space flip (60 items" in line for line in lines)
+
+
+def test_bench_flip_with_keep_db_switches_a_copy_and_leaves_the_kept_corpus(
+    dataset: Path, django_db_setup, django_db_blocker
+) -> None:
+    # given a kept corpus (a first run with --keep-db built it)
+    arguments = [
+        "bench", "--items", "40", "--queries", "6", "--baseline-queries", "2", "--warmup", "1", "--no-http",
+        "--embedding-texts", "0", "--keep-db", "--flip", "--flip-window", "0.5", "--seed", "7",
+        "--dataset", str(dataset), "--json",
+    ]
+    kept = "kb_bench_40_5_7"
+    with django_db_blocker.unblock():
+        try:
+            call_command(*arguments, stdout=io.StringIO(), stderr=io.StringIO())
+            # when a second run reuses it and switches its model
+            out, err = io.StringIO(), io.StringIO()
+            call_command(*arguments, stdout=out, stderr=err)
+            results = json.loads(out.getvalue().strip().splitlines()[-1])
+            # then the switch ran (on a copy) after the kept corpus was reused
+            assert "reusing the kept corpus" in err.getvalue() and "flip: copying kb_bench_40_5_7" in err.getvalue()
+            flip = results["flip"]["40"]
+            assert flip["outcome"] == "flipped" and flip["model"] == "hash-256"
+            assert all(window["errors"] == 0 for window in flip["searches"].values())
+            # and the copy is gone while the kept corpus is still searched on its own model
+            with connection._nodb_cursor() as cursor:
+                cursor.execute("SELECT datname FROM pg_database WHERE datname LIKE 'kb_bench_flip_%%'")
+                assert cursor.fetchall() == []
+            with scratch_db.scratch_database(name=kept, keep=True), connection.cursor() as cursor:
+                cursor.execute("SELECT model FROM search_embeddingspace WHERE active")
+                assert cursor.fetchall() == [(f"hash-{settings.HASH_EMBEDDING_DIMENSIONS}",)]
+                cursor.execute("SELECT count(*) FROM search_chunk WHERE embedding_model = 'hash-256'")
+                assert cursor.fetchone() == (0,)
+        finally:
+            scratch_db.scratch_database_drop(kept)
+
+
+def test_scratch_database_copy_refuses_names_that_are_not_scratch() -> None:
+    with pytest.raises(SearchError, match="not a scratch database name"):
+        scratch_db.scratch_database_copy(template="kb", name="kb_bench_copy")
+    with pytest.raises(SearchError, match="not a scratch database name"):
+        scratch_db.scratch_database_copy(template="kb_bench_x", name="postgres")
 
 
 def test_bench_embedding_compares_the_engines_per_dataset(dataset: Path) -> None:

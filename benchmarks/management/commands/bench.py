@@ -62,7 +62,8 @@ class Command(BaseCommand):
             "--flip",
             action="store_true",
             help="last at each size: switch the corpus to another embedding model (hash-256) while searches "
-            "run, and report the flip's time and the searches' latency before, during and after it",
+            "run, and report the flip's time and the searches' latency before, during and after it (with --keep-db: "
+            "on a copy of the kept corpus, which is left as it was)",
         )
         parser.add_argument(
             "--flip-window", type=float, default=20.0, help="seconds of searching before and after the flip"
@@ -124,8 +125,6 @@ class Command(BaseCommand):
             replica=opts["replica"],
             embedding_texts=max(0, opts["embedding_texts"]),
         )
-        if options.flip and options.keep_db:
-            raise CommandError("--flip switches the corpus to another model: drop --keep-db (nothing to reuse).")
         if options.replica and (not options.http or options.load_seconds <= 0):
             raise CommandError("--replica compares load runs: drop --no-http and keep --load-seconds above 0.")
 
