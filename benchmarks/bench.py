@@ -613,14 +613,7 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
                     results.setdefault("flip", {})[str(size)] = _flip(opts, queries, log)
             if opts.flip and opts.keep_db:
                 # The kept corpus stays as it is (on its model, for the next run): the switch runs on a copy.
-                copy = f"kb_bench_flip_{os.getpid()}_{size}"
-                log(f"  flip: copying {name} to {copy}")
-                scratch_db.scratch_database_copy(template=name, name=copy)
-                try:
-                    with scratch_db.scratch_database(name=copy, keep=True):
-                        results.setdefault("flip", {})[str(size)] = _flip(opts, queries, log)
-                finally:
-                    scratch_db.scratch_database_drop(copy)
+                results.setdefault("flip", {})[str(size)] = _flip_on_copy(opts, queries, name, size, log)
     results["ratios"] = ratios(results["sizes"])
     results["growth_p50"] = growth(results["sizes"])
     if opts.embedding_texts > 0:
@@ -638,6 +631,27 @@ def _flip(opts: BenchOptions, queries: BenchQueries, log: Callable[[str], None])
     from benchmarks import bench_flip
 
     return bench_flip.flip_measure(queries.search, window_s=opts.flip_window_s, log=log)
+
+
+def _flip_on_copy(
+    opts: BenchOptions, queries: BenchQueries, kept: str, size: int, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """``_flip`` on a copy of the kept corpus ``kept``, dropped afterwards. A copy that cannot be made (a session
+    still on ``kept``: psql, another bench) is reported as the flip's error; what was measured before stands."""
+    copy = f"kb_bench_flip_{os.getpid()}_{size}"
+    log(f"  flip: copying {kept} to {copy}")
+    try:
+        scratch_db.scratch_database_copy(template=kept, name=copy)
+    except DatabaseError as exc:
+        log(f"  flip: not run, the kept corpus could not be copied: {exc}")
+        return {"error": f"the kept corpus could not be copied: {str(exc)[:500]}"}
+    try:
+        spaces.space_caches_forget()  # a copy of the same name may have been switched earlier in this process
+        with scratch_db.scratch_database(name=copy, keep=True):
+            return _flip(opts, queries, log)
+    finally:
+        scratch_db.scratch_database_drop(copy)
+        spaces.space_caches_forget()
 
 
 # The kinds of typed fragments the completeness report draws from the corpus (beside the SciFact-claim

@@ -180,6 +180,8 @@ def federation_lines(size: str, fed: dict[str, Any]) -> list[str]:
 
 def flip_lines(size: str, flip: dict[str, Any]) -> list[str]:
     """The embedding-space flip section (benchmarks/bench_flip.py)."""
+    if "error" in flip:
+        return ["", f"### Embedding-space flip ({size} items)", "", f"Not measured: {flip['error']}."]
     writes = flip["writes"]
     lines = [
         "", f"### Embedding-space flip ({size} items, {flip['chunks']} chunks)", "",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 from pathlib import Path
 
@@ -355,9 +356,7 @@ def test_bench_flip_with_keep_db_switches_a_copy_and_leaves_the_kept_corpus(
             assert flip["outcome"] == "flipped" and flip["model"] == "hash-256"
             assert all(window["errors"] == 0 for window in flip["searches"].values())
             # and the copy is gone while the kept corpus is still searched on its own model
-            with connection._nodb_cursor() as cursor:
-                cursor.execute("SELECT datname FROM pg_database WHERE datname LIKE 'kb_bench_flip_%%'")
-                assert cursor.fetchall() == []
+            assert not scratch_db.scratch_database_exists(f"kb_bench_flip_{os.getpid()}_40")
             with scratch_db.scratch_database(name=kept, keep=True), connection.cursor() as cursor:
                 cursor.execute("SELECT model FROM search_embeddingspace WHERE active")
                 assert cursor.fetchall() == [(f"hash-{settings.HASH_EMBEDDING_DIMENSIONS}",)]
@@ -365,6 +364,21 @@ def test_bench_flip_with_keep_db_switches_a_copy_and_leaves_the_kept_corpus(
                 assert cursor.fetchone() == (0,)
         finally:
             scratch_db.scratch_database_drop(kept)
+
+
+def test_a_flip_whose_copy_cannot_be_made_is_reported_not_fatal(django_db_setup, django_db_blocker) -> None:
+    # given a "kept corpus" that does not exist, so PostgreSQL cannot copy it
+    options = bench.BenchOptions(sizes=(40,), dataset=Path("unused"), flip_window_s=0.5)
+    with django_db_blocker.unblock():
+        # when the flip is asked for on a copy of it
+        lines: list[str] = []
+        queries = bench.BenchQueries([], [], [], [])
+        flip = bench._flip_on_copy(options, queries, "kb_bench_missing_corpus", 40, lines.append)
+        # then the flip says why it did not run, and no copy is left behind
+        assert not scratch_db.scratch_database_exists(f"kb_bench_flip_{os.getpid()}_40")
+    assert flip["error"].startswith("the kept corpus could not be copied:")
+    assert "kb_bench_missing_corpus" in flip["error"]
+    assert bench_report.flip_lines("40", flip)[-1].startswith("Not measured: the kept corpus could not be copied")
 
 
 def test_scratch_database_copy_refuses_names_that_are_not_scratch() -> None:
