@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import parse_qs, unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+N = TypeVar("N", int, float)
 
 
 def env_str(name: str, default: str = "") -> str:
@@ -28,26 +32,25 @@ def env_bool(name: str, default: bool = False) -> bool:
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number: set it to e.g. {default}.") from None
-    if minimum is not None and value < minimum or maximum is not None and value > maximum:
-        raise ImproperlyConfigured(f"{name}={value} is out of range: use a value from {minimum} to {maximum}.")
-    return value
+    return _env_number(name, default, int, "a whole number", minimum, maximum)
 
 
 def env_float(name: str, default: float, *, minimum: float | None = None, maximum: float | None = None) -> float:
+    return _env_number(name, default, float, "a number", minimum, maximum)
+
+
+def _env_number(
+    name: str, default: N, parse: Callable[[str], N], kind: str, minimum: N | None, maximum: N | None
+) -> N:
+    """``name`` parsed by ``parse`` (``default`` when unset or blank), within [minimum, maximum]; a value that is
+    not ``kind`` or out of range is an ``ImproperlyConfigured`` that says what to set."""
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
     try:
-        value = float(raw.strip())
+        value = parse(raw.strip())
     except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number: set it to e.g. {default}.") from None
+        raise ImproperlyConfigured(f"{name}={raw!r} is not {kind}: set it to e.g. {default}.") from None
     if minimum is not None and value < minimum or maximum is not None and value > maximum:
         raise ImproperlyConfigured(f"{name}={value} is out of range: use a value from {minimum} to {maximum}.")
     return value
