@@ -5,6 +5,7 @@ Old and new models are the hash embedder at 384 and 256 dimensions (``HASH_EMBED
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -16,6 +17,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from config.management.commands.up import Command as UpCommand
 from search.embeddings import providers, spaces
@@ -437,9 +439,16 @@ def test_the_flip_rewrites_no_chunk_row_and_builds_no_index(settings, vector_ind
     assert index is not None
 
     # when the flip runs
-    outcome = reembed.space_flip(space=space, provider=get_provider())
+    with CaptureQueriesContext(connection) as flip_queries:
+        outcome = reembed.space_flip(space=space, provider=get_provider())
 
-    # then it swapped the column pairs: not one row was written, the index is the one built before (now
+    # then nothing reads chunk rows once the swap holds its lock (searches wait on that lock: at 100k items a
+    # count there held them 1-2 s)
+    statements = [q["sql"] for q in flip_queries.captured_queries]
+    locked = next(i for i, sql in enumerate(statements) if "IN ACCESS EXCLUSIVE MODE" in sql)
+    reads_after = [sql for sql in statements[locked:] if re.search(r'FROM "?search_chunk"?\b', sql)]
+    assert reads_after == []
+    # and it swapped the column pairs: not one row was written, the index is the one built before (now
     # over the searched pair), and searches find the hash-256 space whole
     assert outcome.status == "flipped" and outcome.filled == 0 and outcome.stragglers == 0
     assert _row_versions() == rows
