@@ -26,10 +26,10 @@ How:
    int8, so one outlier no longer coarsens the whole activation's scale.
 4. :class:`E5Onnx` tokenises (the ``tokenizers`` library's Unigram model over the same vocabulary, after
    the same normalisation), splits texts longer than 510 tokens into windows combined as ``e5.c`` does
-   (token-weighted mean of the windows' mean-pooled states), runs one window per call (memory stays
-   bounded by one window's activations; each text's vector is independent of what it is embedded with), and
-   keeps one ONNX Runtime session per role so a process's query embedding never waits behind its
-   document batches.
+   (token-weighted mean of the windows' mean-pooled states), runs one window per call (documents: a few
+   windows side by side, each on one thread; memory stays bounded by those windows' activations, and each
+   text's vector is independent of what it is embedded with), and keeps one ONNX Runtime session per role
+   so a process's query embedding never waits behind its document batches.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ import struct
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -442,8 +443,8 @@ def gelu_ranges(fp32_path: Path, manifest: dict[str, Any], layers: int, texts: S
     onnx.save_model(probe, str(probe_path))
     del probe
     try:
-        encoder = E5Onnx(CachedModel(probe_path, manifest), document_threads=os.cpu_count() or 1)
-        session = encoder.session("document")
+        encoder = E5Onnx(CachedModel(probe_path, manifest))
+        session = encoder._new_session(os.cpu_count() or 1)  # one text at a time: every core on each
         ranges: np.ndarray | None = None
         for prefix, text in texts:
             windows, _, _ = encoder._windows([text], prefix)
@@ -537,9 +538,13 @@ def _convert(source: Path, source_sha: str, onnx_path: Path, manifest_path: Path
 
 
 class E5Onnx:
-    """Embeds with a converted model. ``query_threads`` / ``document_threads`` size two separate ONNX
-    Runtime sessions (each its own thread pool), created when first used: a web process that only embeds
-    queries never loads the document session, and a backfill in the same process never holds up a query."""
+    """Embeds with a converted model, on two separate ONNX Runtime sessions created when first used: a web
+    process that only embeds queries never loads the document session, and a backfill in the same process
+    never holds up a query. A query runs on ``query_threads`` ONNX Runtime threads. Documents run
+    ``document_threads`` windows at once, each on one thread of its own (one session, concurrent calls): the
+    windows are independent, so no step of one waits at a barrier for a thread another process preempted,
+    which is what ONNX Runtime's threads inside one window do on cores shared with PostgreSQL (measured:
+    docs/benchmarks.md, "Documents a window per thread")."""
 
     def __init__(self, cached: CachedModel, *, query_threads: int = 1, document_threads: int = 2) -> None:
         from tokenizers import Tokenizer
@@ -560,6 +565,8 @@ class E5Onnx:
         self._sessions: dict[str, Any] = {}
         self._load_lock = threading.Lock()
         self._document_lock = threading.Lock()
+        self._streams: ThreadPoolExecutor | None = None
+        self._streams_pid = 0
 
     # -- sessions
     def session(self, role: str) -> Any:
@@ -568,8 +575,17 @@ class E5Onnx:
             with self._load_lock:
                 session = self._sessions.get(role)
                 if session is None:
-                    session = self._sessions[role] = self._new_session(self._threads[role])
+                    threads = self._threads[role] if role == "query" else 1
+                    session = self._sessions[role] = self._new_session(threads)
         return session
+
+    def _document_streams(self) -> ThreadPoolExecutor:
+        """The threads that run document windows side by side (made again in a forked child: threads do
+        not cross a fork, and Celery's pool processes are forks)."""
+        if self._streams is None or self._streams_pid != os.getpid():
+            self._streams = ThreadPoolExecutor(self._threads["document"], thread_name_prefix="kb-e5-document")
+            self._streams_pid = os.getpid()
+        return self._streams
 
     def _new_session(self, threads: int) -> Any:
         import onnxruntime
@@ -617,15 +633,23 @@ class E5Onnx:
                 weight.append(max(len(span), 1))
         return windows, owner, weight
 
-    def _run(self, session: Any, windows: list[list[int]]) -> np.ndarray:
-        """Mean-pooled states of each window, one window per call. Batching buys nothing here (measured:
-        the same chunks a second as length-sorted batches) and would cost two things: padding, and a
-        vector that depends on its batchmates, since the int8 kernels quantise activations per call."""
-        out = np.empty((len(windows), self.dimensions), dtype=np.float32)
-        for row, window in enumerate(windows):
+    def _run(self, session: Any, windows: list[list[int]], streams: ThreadPoolExecutor | None = None) -> np.ndarray:
+        """Mean-pooled states of each window, one window per call (on ``streams``' threads side by side when
+        given). Batching buys nothing here (measured: the same chunks a second as length-sorted batches) and
+        would cost two things: padding, and a vector that depends on its batchmates, since the int8 kernels
+        quantise activations per call. One window per call also keeps a vector independent of which thread
+        or how many ran beside it."""
+
+        def mean_of(window: list[int]) -> np.ndarray:
             ids = np.asarray([window], dtype=np.int64)
             (mean,) = session.run(["mean"], {"input_ids": ids, "attention_mask": np.ones_like(ids)})
-            out[row] = mean[0]
+            row: np.ndarray = mean[0]
+            return row
+
+        means = streams.map(mean_of, windows) if streams is not None and len(windows) > 1 else map(mean_of, windows)
+        out = np.empty((len(windows), self.dimensions), dtype=np.float32)
+        for row, mean in enumerate(means):
+            out[row] = mean
         return out
 
     def _embed(self, texts: Sequence[str], prefix: str, role: str) -> np.ndarray:
@@ -633,7 +657,8 @@ class E5Onnx:
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         windows, owner, weight = self._windows(texts, prefix)
-        means = self._run(self.session(role), windows)
+        streams = self._document_streams() if role == "document" and self._threads["document"] > 1 else None
+        means = self._run(self.session(role), windows, streams)
         pooled = np.zeros((len(texts), self.dimensions), dtype=np.float64)
         totals = np.zeros(len(texts), dtype=np.float64)
         np.add.at(pooled, owner, means * np.asarray(weight, dtype=np.float64)[:, None])

@@ -84,6 +84,52 @@ def test_queries_from_many_threads_at_once(onnx_model: e5_onnx.E5Onnx) -> None:
     assert len(results) == 4 and all(float(r @ expected) > 0.9999 for r in results)
 
 
+class _Recording:
+    """A session stand-in that records which threads call it and how many calls overlap."""
+
+    def __init__(self, session: object) -> None:
+        self._session = session
+        self._lock = threading.Lock()
+        self.running = self.most_at_once = 0
+        self.threads: set[int] = set()
+
+    def run(self, *args: object, **kwargs: object) -> object:
+        with self._lock:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+            self.threads.add(threading.get_ident())
+        try:
+            return self._session.run(*args, **kwargs)  # type: ignore[attr-defined]
+        finally:
+            with self._lock:
+                self.running -= 1
+
+
+def test_documents_run_side_by_side_one_thread_each_with_the_same_vectors(onnx_model: e5_onnx.E5Onnx) -> None:
+    texts = [*TEXTS[:4]] * 3
+    one_at_a_time = e5_onnx.E5Onnx(e5_onnx.ensure_model(Path(settings.MODEL_CACHE_DIR)), document_threads=1)
+    expected = one_at_a_time.passage(texts)
+
+    side_by_side = e5_onnx.E5Onnx(e5_onnx.ensure_model(Path(settings.MODEL_CACHE_DIR)), document_threads=2)
+    session = side_by_side.session("document")
+    assert session.get_session_options().intra_op_num_threads == 1
+    recording = _Recording(session)
+    side_by_side._sessions["document"] = recording
+    vectors = side_by_side.passage(texts)
+
+    assert np.array_equal(vectors, expected)  # a window's vector does not depend on what ran beside it
+    assert recording.most_at_once == 2 and len(recording.threads) == 2
+    assert threading.get_ident() not in recording.threads
+
+
+def test_a_forked_process_gets_document_threads_of_its_own(onnx_model: e5_onnx.E5Onnx) -> None:
+    first = onnx_model._document_streams()
+    assert onnx_model._document_streams() is first
+    onnx_model._streams_pid = -1  # as a Celery pool process sees its parent's executor after the fork
+    again = onnx_model._document_streams()
+    assert again is not first and onnx_model.passage(TEXTS[:2]).shape == (2, 384)
+
+
 def test_the_cached_model_carries_its_checksums() -> None:
     cached = e5_onnx.ensure_model(Path(settings.MODEL_CACHE_DIR))
     manifest = json.loads(cached.onnx_path.with_suffix(".json").read_text())
