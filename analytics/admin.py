@@ -25,6 +25,7 @@ from django.views.decorators.http import require_POST
 from analytics import selectors, services
 from analytics.explain import ExplainUnavailable, querylog_explain
 from analytics.models import ContentGap, QueryLog
+from search.admin_readonly import ReadOnlyAdmin
 from search.models import Synonym
 
 DAY_CHOICES = (1, 7, 30, 90)
@@ -40,7 +41,7 @@ def _days(request: HttpRequest) -> int:
 
 
 @admin.register(QueryLog)
-class QueryLogAdmin(admin.ModelAdmin):
+class QueryLogAdmin(ReadOnlyAdmin):
     list_display = [
         "created_at",
         "surface",
@@ -61,12 +62,6 @@ class QueryLogAdmin(admin.ModelAdmin):
     list_per_page = 100
     show_full_result_count = False
     change_list_template = "admin/analytics/querylog/change_list.html"
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="query", ordering="query_text")
     def query(self, obj: QueryLog) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import graphene
@@ -33,6 +35,17 @@ from search.types import (
     Hit,
     RetrievalResult,
 )
+
+
+def _reads(path: str) -> Callable[[Any, Any], Any]:
+    """A field resolver that returns ``root.<path>`` as it is, e.g. ``resolve_score = _reads("hit.score")``."""
+    get = attrgetter(path)
+
+    def resolve(root: Any, info: Any) -> Any:
+        return get(root)
+
+    return resolve
+
 
 # --- enums ---------------------------------------------------------------------------------------------
 
@@ -159,10 +172,6 @@ class Revision(graphene.ObjectType):
     body = graphene.String(required=True, description="Markdown.")
     created_at = graphene.DateTime(required=True)
 
-    @staticmethod
-    def resolve_body(root: RevisionModel, info: Any) -> str:
-        return root.body
-
 
 def _revision_id(item: ContentItem) -> int | None:
     if getattr(item, "kb_corpus", "live") == "latest":
@@ -223,9 +232,7 @@ class Item(graphene.ObjectType):
     def resolve_ai_keywords(root: ContentItem, info: Any) -> list[str]:
         return list(root.ai_keywords or [])
 
-    @staticmethod
-    def resolve_review_status(root: ContentItem, info: Any) -> str:
-        return root.governance_review_status
+    resolve_review_status = staticmethod(_reads("governance_review_status"))
 
     @staticmethod
     def resolve_superseded(root: ContentItem, info: Any) -> bool:
@@ -304,33 +311,17 @@ class SearchHit(graphene.ObjectType):
     def resolve_chunk_id(root: HitNode, info: Any) -> str | None:
         return None if root.hit.closed or root.hit.chunk_id is None else str(root.hit.chunk_id)
 
-    @staticmethod
-    def resolve_lanes(root: HitNode, info: Any) -> list[str]:
-        return list(root.hit.lanes)
+    resolve_lanes = staticmethod(_reads("hit.lanes"))
 
     @staticmethod
     def resolve_lane_ranks(root: HitNode, info: Any) -> list[LaneRank]:
         return [LaneRank(lane=lane, rank=rank) for lane, rank in sorted(root.hit.lane_ranks.items())]
 
-    @staticmethod
-    def resolve_missing_words(root: HitNode, info: Any) -> list[str]:
-        return list(root.hit.missing_words)
-
-    @staticmethod
-    def resolve_score(root: HitNode, info: Any) -> float:
-        return root.hit.score
-
-    @staticmethod
-    def resolve_confidence(root: HitNode, info: Any) -> float:
-        return root.hit.confidence
-
-    @staticmethod
-    def resolve_similarity(root: HitNode, info: Any) -> float | None:
-        return root.hit.similarity
-
-    @staticmethod
-    def resolve_closed(root: HitNode, info: Any) -> bool:
-        return root.hit.closed
+    resolve_missing_words = staticmethod(_reads("hit.missing_words"))
+    resolve_score = staticmethod(_reads("hit.score"))
+    resolve_confidence = staticmethod(_reads("hit.confidence"))
+    resolve_similarity = staticmethod(_reads("hit.similarity"))
+    resolve_closed = staticmethod(_reads("hit.closed"))
 
 
 class FacetValue(graphene.ObjectType):
@@ -375,25 +366,11 @@ class SearchResult(graphene.ObjectType):
     hits = graphene.List(graphene.NonNull(SearchHit), required=True)
     nearest = graphene.List(graphene.NonNull(NearestItem), required=True, description=NEAREST)
 
-    @staticmethod
-    def resolve_total_count(root: ResultNode, info: Any) -> int:
-        return root.result.total
-
-    @staticmethod
-    def resolve_partial_match(root: ResultNode, info: Any) -> bool:
-        return root.result.partial_match
-
-    @staticmethod
-    def resolve_degraded(root: ResultNode, info: Any) -> list[str]:
-        return list(root.result.degraded)
-
-    @staticmethod
-    def resolve_next_cursor(root: ResultNode, info: Any) -> str | None:
-        return root.result.next_cursor
-
-    @staticmethod
-    def resolve_suggestion(root: ResultNode, info: Any) -> str | None:
-        return root.result.suggestion
+    resolve_total_count = staticmethod(_reads("result.total"))
+    resolve_partial_match = staticmethod(_reads("result.partial_match"))
+    resolve_degraded = staticmethod(_reads("result.degraded"))
+    resolve_next_cursor = staticmethod(_reads("result.next_cursor"))
+    resolve_suggestion = staticmethod(_reads("result.suggestion"))
 
     @staticmethod
     def resolve_nearest(root: ResultNode, info: Any) -> list[NearestItem]:
@@ -432,9 +409,7 @@ class ItemConnection(graphene.ObjectType):
     page_info = graphene.Field(PageInfo, required=True)
     edges = graphene.List(graphene.NonNull(ItemEdge), required=True)
 
-    @staticmethod
-    def resolve_total_count(root: ItemPage, info: Any) -> int:
-        return root.total
+    resolve_total_count = staticmethod(_reads("total"))
 
     @staticmethod
     def resolve_page_info(root: ItemPage, info: Any) -> PageInfo:
@@ -466,10 +441,6 @@ class Preset(graphene.ObjectType):
     def resolve_params(root: PresetModel, info: Any) -> dict[str, Any]:
         return root.sorted_params()
 
-    @staticmethod
-    def resolve_is_deleted(root: PresetModel, info: Any) -> bool:
-        return root.is_deleted
-
 
 class FollowItemKind(graphene.Enum):
     """NEW: the follow had never shown the item. CHANGED: its revision number went up since it was shown."""
@@ -493,10 +464,6 @@ class FollowEntry(graphene.ObjectType):
     found_at = graphene.DateTime(required=True)
     seen = graphene.Boolean(required=True)
     item = graphene.Field(FollowEntryItem, required=True)
-
-    @staticmethod
-    def resolve_kind(root: FeedEntry, info: Any) -> str:
-        return root.kind
 
     @staticmethod
     def resolve_seen(root: FeedEntry, info: Any) -> bool:
@@ -527,13 +494,8 @@ class Follow(graphene.ObjectType):
     def resolve_id(root: FollowView, info: Any) -> str:
         return str(root.follow.pk)
 
-    @staticmethod
-    def resolve_label(root: FollowView, info: Any) -> str:
-        return root.follow.label
-
-    @staticmethod
-    def resolve_query(root: FollowView, info: Any) -> str:
-        return root.follow.query
+    resolve_label = staticmethod(_reads("follow.label"))
+    resolve_query = staticmethod(_reads("follow.query"))
 
     @staticmethod
     def resolve_filters(root: FollowView, info: Any) -> dict[str, Any]:
@@ -543,13 +505,8 @@ class Follow(graphene.ObjectType):
     def resolve_paused_reason(root: FollowView, info: Any) -> str | None:
         return root.follow.paused_reason or None
 
-    @staticmethod
-    def resolve_created_at(root: FollowView, info: Any) -> Any:
-        return root.follow.created_at
-
-    @staticmethod
-    def resolve_last_run_at(root: FollowView, info: Any) -> Any:
-        return root.follow.last_run_at
+    resolve_created_at = staticmethod(_reads("follow.created_at"))
+    resolve_last_run_at = staticmethod(_reads("follow.last_run_at"))
 
     @staticmethod
     def resolve_items(root: FollowView, info: Any) -> list[FeedEntry]:
@@ -645,11 +602,3 @@ class FederatedSearchResult(graphene.ObjectType):
     @staticmethod
     def resolve_total_count(root: Any, info: Any) -> int:
         return int(root.total)
-
-    @staticmethod
-    def resolve_sources(root: Any, info: Any) -> list[Any]:
-        return list(root.sources)
-
-    @staticmethod
-    def resolve_hits(root: Any, info: Any) -> list[Any]:
-        return list(root.hits)

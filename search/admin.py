@@ -12,6 +12,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
 
+from search.admin_readonly import ReadOnlyAdmin, error_line
 from search.errors import SearchError
 from search.federation import peers
 from search.models import (
@@ -245,7 +246,7 @@ class IndexStateAdmin(admin.ModelAdmin):
 
 
 @admin.register(EmbeddingSpace)
-class EmbeddingSpaceAdmin(admin.ModelAdmin):
+class EmbeddingSpaceAdmin(ReadOnlyAdmin):
     """Embedding spaces, read-only: which one searches use, and the progress of a model switch (the worker
     builds it; ``manage.py reembed`` does it in the foreground)."""
 
@@ -294,20 +295,14 @@ class EmbeddingSpaceAdmin(admin.ModelAdmin):
 
     @admin.display(description="last error")
     def short_error(self, obj: EmbeddingSpace) -> str:
-        return obj.last_error.splitlines()[0][:160] if obj.last_error else ""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+        return error_line(obj.last_error, limit=160)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 
 @admin.register(JobRun)
-class JobRunAdmin(admin.ModelAdmin):
+class JobRunAdmin(ReadOnlyAdmin):
     """Background job runs (beat, tasks, commands): read-only history."""
 
     list_display = ["job", "period", "status", "started_at", "finished_at", "duration", "items_touched",
@@ -325,13 +320,7 @@ class JobRunAdmin(admin.ModelAdmin):
 
     @admin.display(description="error")
     def short_error(self, obj: JobRun) -> str:
-        return obj.error.splitlines()[0][:120] if obj.error else ""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+        return error_line(obj.error, limit=120)
 
 
 admin.site.register(SystemFlag)
