@@ -46,8 +46,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, TypeVar
 
+from django.contrib.postgres.aggregates import ArrayAgg
 from django.db import DatabaseError, OperationalError, connection, transaction
-from django.db.models import Exists, F, Max, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from search.embeddings import spaces
@@ -462,16 +463,17 @@ def space_flip(
                     return FlipOutcome(status="refused", stragglers=len(stragglers))
                 if stragglers:
                     _stage_batch(stragglers, provider=provider)
-                unfilled = list(
-                    Chunk.objects.current().exclude(embedding_next_model=model).values_list("pk", flat=True)
+                # One scan for both: the chunks the prepare did not fill, and the corpus count. Counted before
+                # the swap: writes already wait, so it is the same number, and nothing scans the table while
+                # the swap's lock holds searches (1-2 s a scan at 500k chunks).
+                counted = Chunk.objects.current().aggregate(
+                    total=Count("pk"), unfilled=ArrayAgg("pk", filter=~Q(embedding_next_model=model), default=[])
                 )
+                total = int(counted["total"])
                 with connection.cursor() as cursor:
-                    cursor.execute(_FILL_IDS_SQL, {"ids": unfilled, "model": model})
+                    cursor.execute(_FILL_IDS_SQL, {"ids": counted["unfilled"], "model": model})
                     filled = cursor.rowcount
                 vector_index.vector_index_ensure(space=target, staged=True)
-                # Counted before the swap: writes already wait, so it is the same number, and nothing scans
-                # the table while the swap's lock holds searches (1-2 s at 500k chunks).
-                total = int(Chunk.objects.current().count())
                 waited = _swap_columns()
                 now = timezone.now()
                 EmbeddingSpace.objects.filter(active=True).update(active=False, state=State.RETIRED)
