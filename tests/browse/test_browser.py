@@ -546,6 +546,29 @@ def test_typing_fast_then_enter_lets_the_first_result_open(session: Session, kb:
     assert page.url.endswith(href)
 
 
+def test_a_click_on_the_previous_results_while_a_search_loads_opens_nothing(session: Session, kb: None) -> None:
+    # given: the browse listing, and the next results held back by the network
+    page = session.page
+    page.goto("/browse")
+    held: list[Any] = []
+    page.route("**/browse?*", lambda route: held.append(route) if route.request.headers.get("x-kb-partial")
+               else route.continue_())
+    # when: a search is submitted and a person clicks the old first card, still shown while it loads
+    page.fill("#kb-q", "social value")
+    page.press("#kb-q", "Enter")
+    page.wait_for_function("document.getElementById('results').getAttribute('aria-busy') === 'true'")
+    stale = page.locator(".results__inner .cards .card .card__title a").first
+    assert stale.get_attribute("href") != "/items/social-value-guide"
+    box = stale.bounding_box()
+    page.mouse.click(box["x"] + 5, box["y"] + box["height"] / 2)
+    page.wait_for_timeout(300)
+    # then: the click opened nothing from the listing being replaced, and the search's results arrive
+    assert "/items/" not in page.url and "q=social+value" in page.url
+    held[0].continue_()
+    page.wait_for_function("document.getElementById('results').getAttribute('aria-busy') === 'false'")
+    assert session.card_titles()[0] == "Social value guide"
+
+
 def test_a_preview_answer_after_enter_is_ignored(session: Session, kb: None) -> None:
     # given: a preview request is in flight, held back by the network
     page = session.page
