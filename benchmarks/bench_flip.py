@@ -90,6 +90,30 @@ def _window(calls: list[tuple[float, float, bool]], start: float, end: float) ->
     return summary
 
 
+def _searches_settle(searches: list[_Timeline], *, since: float, timeout_s: float) -> bool:
+    """Wait until every search thread has finished a search it started at or after ``since`` (so every search
+    that overlapped what came before has ended and been recorded); False after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(t.calls and t.calls[-1][0] >= since for t in searches):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _flip_window_line(
+    searches: list[_Timeline], writes: _Timeline, start: float, end: float, *, settled: bool
+) -> str:
+    found = _window([c for t in searches for c in list(t.calls)], start, end)
+    probe = _window(list(writes.calls), start, end)
+    line = f"  flip: searches during the flip: {found['count']}"
+    if found["count"]:
+        line += (f", p50 {found['p50_ms']} / p99 {found['p99_ms']} / max {found['max_ms']} ms, "
+                 f"{found['over_1s']} over {SLOW_S:.0f} s, {found['errors']} errors")
+    line += f"; write probe: {probe['count']}" + (f", max {probe['max_ms']} ms" if probe["count"] else "")
+    return line if settled else line + " (a search still running: the final figures follow the run)"
+
+
 def flip_measure(
     queries: list[str], *, threads: int = 2, window_s: float = 20.0, log: Callable[[str], None] = print
 ) -> dict[str, Any]:
@@ -130,10 +154,14 @@ def flip_measure(
         marks["cleanup"] = time.monotonic()
         log(f"  flip: {outcome.status} in {marks['cleanup'] - marks['flip']:.2f} s "
             f"(waited {outcome.swap_wait_s:.3f} s for running searches)")
+        # The flip's own window, logged before the clean-up (an hour at 100k items): a run cut off there keeps it.
+        settled = _searches_settle(searches, since=marks["cleanup"], timeout_s=max(window_s, SLOW_S))
+        log(_flip_window_line(searches, writes, marks["flip"], marks["cleanup"], settled=settled))
+        cleanup_started = time.monotonic()
         dropped = reembed.unused_indexes_drop(keep=space)
         cleared = reembed.space_next_clear()
         marks["after"] = time.monotonic()
-        log(f"  flip: cleaned up in {marks['after'] - marks['cleanup']:.1f} s ({cleared} rows emptied, "
+        log(f"  flip: cleaned up in {marks['after'] - cleanup_started:.1f} s ({cleared} rows emptied, "
             f"{len(dropped)} index dropped)")
         time.sleep(window_s)
         marks["end"] = time.monotonic()
@@ -152,7 +180,7 @@ def flip_measure(
         "prepare_s": round(marks["flip"] - marks["prepare"], 2),
         "flip_s": round(marks["cleanup"] - marks["flip"], 3),
         "swap_wait_s": round(outcome.swap_wait_s, 3),
-        "cleanup_s": round(marks["after"] - marks["cleanup"], 2),
+        "cleanup_s": round(marks["after"] - cleanup_started, 2),
         "outcome": outcome.status,
         "filled_in_flip": outcome.filled,
         "cleared": cleared,

@@ -310,12 +310,12 @@ def test_bench_flip_switches_the_model_while_searches_run(
     dataset: Path, django_db_setup, django_db_blocker
 ) -> None:
     # given a small corpus, no web server
-    out = io.StringIO()
+    out, err = io.StringIO(), io.StringIO()
     with django_db_blocker.unblock():
         call_command(
             "bench", "--items", "60", "--queries", "8", "--baseline-queries", "2", "--warmup", "1", "--no-http",
             "--embedding-texts", "0", "--flip", "--flip-window", "1", "--dataset", str(dataset), "--json",
-            stdout=out, stderr=io.StringIO(),
+            stdout=out, stderr=err,
         )
     # when the switch ran with searches before, while it prepared, flipped and cleaned up, and after it
     flip = json.loads(out.getvalue().strip().splitlines()[-1])["flip"]["60"]
@@ -331,6 +331,12 @@ def test_bench_flip_switches_the_model_while_searches_run(
     # and the report says it
     lines = bench_report.flip_lines("60", flip)
     assert any("Embedding-space flip (60 items" in line for line in lines)
+    # and the flip's window was logged before the clean-up began (a run cut off there keeps it), with the
+    # same count the results give it
+    log = err.getvalue()
+    window_line = next(line for line in log.splitlines() if "searches during the flip:" in line)
+    assert f"searches during the flip: {searches['flip']['count']}" in window_line
+    assert log.index("searches during the flip:") < log.index("flip: cleaned up in")
 
 
 def test_bench_flip_with_keep_db_switches_a_copy_and_leaves_the_kept_corpus(
