@@ -418,10 +418,7 @@ def test_prompt_cards_appear_hide_and_dispatch_each_kind(session: Session, kb: N
 def test_prompt_cards_hide_while_loading(session: Session, kb: None) -> None:
     # given: the next results are held back
     page = session.page
-    page.goto("/browse")
-    held: list[Any] = []
-    page.route("**/browse?*", lambda route: held.append(route) if route.request.headers.get("x-kb-partial")
-               else route.continue_())
+    held = _browse_with_results_held(page)
     # when
     page.evaluate("() => { window.kbBrowse.applyParams({freshness: '30'}); }")
     page.wait_for_function("document.getElementById('results').getAttribute('aria-busy') === 'true'")
@@ -457,6 +454,16 @@ def test_a_signed_in_user_picks_a_focus_and_searches_are_kept_on_the_server(
     assert page.locator("[data-section='recent'] .dd-option").all_inner_texts() == ["tone of voice"]
     page.click("#kb-clear-recent")
     _wait_for(lambda: not RecentSearch.objects.filter(user=user).exists())
+
+
+def _browse_with_results_held(page: Any) -> list[Any]:
+    """Open /browse with every later results request (the partial the page fetches) held by the network:
+    the held routes, in order, to ``continue_()`` when the test lets the results arrive."""
+    page.goto("/browse")
+    held: list[Any] = []
+    page.route("**/browse?*", lambda route: held.append(route) if route.request.headers.get("x-kb-partial")
+               else route.continue_())
+    return held
 
 
 def _session_cookie(user: Any) -> str:
@@ -549,10 +556,7 @@ def test_typing_fast_then_enter_lets_the_first_result_open(session: Session, kb:
 def test_a_click_on_the_previous_results_while_a_search_loads_opens_nothing(session: Session, kb: None) -> None:
     # given: the browse listing, and the next results held back by the network
     page = session.page
-    page.goto("/browse")
-    held: list[Any] = []
-    page.route("**/browse?*", lambda route: held.append(route) if route.request.headers.get("x-kb-partial")
-               else route.continue_())
+    held = _browse_with_results_held(page)
     # when: a search is submitted and a person clicks the old first card, still shown while it loads
     page.fill("#kb-q", "social value")
     page.press("#kb-q", "Enter")
