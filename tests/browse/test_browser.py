@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -102,6 +102,14 @@ def type_slowly(page: Any, selector: str, text: str, delay_ms: int = 40) -> None
     page.keyboard.type(text, delay=delay_ms)
 
 
+def _process_events_until(page: Any, condition: Callable[[], bool], timeout_ms: int = 5000) -> None:
+    """Let Playwright deliver its events (routes, responses) until `condition` holds or time runs out."""
+    waited = 0
+    while not condition() and waited < timeout_ms:
+        page.wait_for_timeout(25)
+        waited += 25
+
+
 # --- live preview ---
 
 def test_no_preview_request_before_three_characters(session: Session, kb: None) -> None:
@@ -148,6 +156,8 @@ def test_only_the_last_answer_renders_when_typing_on(session: Session, kb: None)
     page.goto("/browse")
     type_slowly(page, "#kb-q", "soci")
     page.wait_for_function("document.getElementById('kb-listbox').getAttribute('aria-busy') === 'true'")
+    # The page marks itself busy before fetch() starts; the route reaches this process a little later.
+    _process_events_until(page, lambda: bool(held))
     assert held, "the first preview request was not sent"
     # when: the user types on and the newer answer arrives first
     with page.expect_response(lambda r: "q=social" in r.url):
@@ -326,6 +336,7 @@ def test_a_page_that_arrives_after_the_results_changed_is_not_appended(session: 
     # when the results change (a filter) before the held page comes back
     page.evaluate("() => { window.kbBrowse.applyParams({domain: ['zoo']}); }")
     page.wait_for_function("document.querySelectorAll('#results .cards .card').length === 2")
+    _process_events_until(page, lambda: bool(held))
     assert held, "the next page was not requested"
     held[0].continue_()
     page.wait_for_timeout(300)
@@ -425,6 +436,7 @@ def test_prompt_cards_hide_while_loading(session: Session, kb: None) -> None:
     # then
     assert page.locator(".prompt-card").count() == 3
     assert not page.locator("#prompt-cards").is_visible()
+    _process_events_until(page, lambda: bool(held))
     held[0].continue_()
     page.wait_for_function("document.getElementById('results').getAttribute('aria-busy') === 'false'")
 
@@ -581,6 +593,7 @@ def test_a_preview_answer_after_enter_is_ignored(session: Session, kb: None) -> 
     page.goto("/browse")
     type_slowly(page, "#kb-q", "social")
     page.wait_for_function("document.getElementById('kb-listbox').getAttribute('aria-busy') === 'true'")
+    _process_events_until(page, lambda: bool(held))
     assert held, "the preview request was not sent"
     # when: Enter, then the answer arrives
     with page.expect_response(lambda r: "/browse?q=social" in r.url):
