@@ -195,61 +195,113 @@ def query_evidence(
     )
 
 
-def features(candidates: Sequence[Candidate], query: QueryEvidence) -> FloatArray:
+@dataclass(frozen=True)
+class Columns:
+    """A search's candidates as columns, best first: what ``features`` reads, without an object per candidate
+    (a search scores a few hundred; building them was a third of its confidence time). Rank 0: the lane did
+    not return the candidate (its score, title and similarity are then 0 and unread)."""
+
+    lex_rank: npt.NDArray[np.int64]
+    lex_score: FloatArray
+    title: npt.NDArray[np.bool_]
+    vec_rank: npt.NDArray[np.int64]
+    similarity: FloatArray
+    masks: Sequence[int]  # the query terms each candidate holds (bit i: term i), as ``Candidate.mask``
+
+    @classmethod
+    def of(cls, candidates: Sequence[Candidate]) -> Columns:
+        return cls(
+            np.array([c.lexical.rank if c.lexical else 0 for c in candidates], dtype=np.int64),
+            np.array([c.lexical.score if c.lexical else 0.0 for c in candidates], dtype=np.float64),
+            np.array([c.lexical.title if c.lexical else False for c in candidates], dtype=np.bool_),
+            np.array([c.vector.rank if c.vector else 0 for c in candidates], dtype=np.int64),
+            np.array([c.vector.similarity if c.vector else 0.0 for c in candidates], dtype=np.float64),
+            [c.mask for c in candidates],
+        )
+
+    @classmethod
+    def gather(
+        cls,
+        keys: Sequence[int],
+        masks: Sequence[int],
+        *,
+        lexical: Sequence[tuple[int, float, bool]],
+        vector: Sequence[tuple[int, float]],
+    ) -> Columns:
+        """The columns of the candidates ``keys`` (best first) holding ``masks``, from the lanes' hits in lane
+        order: ``lexical`` (key, BM25 score, title holds a query word), ``vector`` (key, cosine); a key's rank
+        in a lane is its place in that list (1-based)."""
+        lex_at = {key: i for i, (key, _, _) in enumerate(lexical)}
+        vec_at = {key: i for i, (key, _) in enumerate(vector)}
+        li = np.array([lex_at.get(key, -1) for key in keys], dtype=np.int64)
+        vi = np.array([vec_at.get(key, -1) for key in keys], dtype=np.int64)
+        # index -1 reads the appended absent value
+        lex_scores = np.array([score for _, score, _ in lexical] + [0.0], dtype=np.float64)
+        titles = np.array([title for _, _, title in lexical] + [False], dtype=np.bool_)
+        sims = np.array([sim for _, sim in vector] + [0.0], dtype=np.float64)
+        return cls(li + 1, lex_scores[li], titles[li], vi + 1, sims[vi], masks)
+
+
+def features(candidates: Sequence[Candidate] | Columns, query: QueryEvidence) -> FloatArray:
     """The ``FEATURES`` matrix, one row per candidate."""
-    out = np.zeros((len(candidates), len(FEATURES)), dtype=np.float64)
-    if not candidates:
+    cols = candidates if isinstance(candidates, Columns) else Columns.of(candidates)
+    n = len(cols.masks)
+    out = np.zeros((n, len(FEATURES)), dtype=np.float64)
+    if not n:
         return out
     idf_total = sum(query.idfs)
     full = (1 << len(query.idfs)) - 1
     max_bm25 = idf_total * (query.k1 + 1.0) or 1.0
     bg = query.background
     top_z = _capped(bg.z(query.vec_top)) if bg is not None and query.vec_top is not None else 0.0
-    all_count = sum(1 for c in candidates if c.lexical is not None and full and (c.mask & full) == full)
-    q_lex_all = float(all_count > 0)
-    q_lex_all_count = math.log1p(all_count)
-    q_lex_margin = (query.lex_top - query.lex_second) / query.lex_top if query.lex_top > 0 else 0.0
-    q_vec_margin = (
+    # Candidates share a handful of masks: each one's idf held and completeness are worked out once.
+    held_of = {m: sum(idf for i, idf in enumerate(query.idfs) if m & (1 << i)) for m in set(cols.masks)}
+    lex = cols.lex_rank > 0
+    complete = np.array([bool(full) and (m & full) == full for m in cols.masks], dtype=np.bool_) & lex
+    all_count = int(np.count_nonzero(complete))
+    col = _COLUMN
+    if lex.any():
+        held = np.array([held_of[m] for m in cols.masks], dtype=np.float64)[lex]
+        scores = cols.lex_score[lex]
+        out[lex, col["lex"]] = 1.0
+        out[lex, col["lex_cov"]] = held / idf_total if idf_total > 0 else 0.0
+        out[lex, col["lex_all"]] = complete[lex]
+        out[lex, col["lex_norm"]] = np.minimum(scores / max_bm25, 2.0)
+        out[lex, col["lex_rel"]] = scores / query.lex_top if query.lex_top > 0 else 0.0
+        out[lex, col["lex_rr"]] = 1.0 / cols.lex_rank[lex]
+        out[lex, col["title"]] = cols.title[lex]
+    if bg is not None:
+        vec = cols.vec_rank > 0
+        if vec.any():
+            sims = cols.similarity[vec]
+            z = np.clip((sims - bg.mean) / bg.std, -Z_CAP, Z_CAP)
+            out[vec, col["vec"]] = 1.0
+            out[vec, col["vec_z"]] = z
+            out[vec, col["vec_gap"]] = z - top_z
+            out[vec, col["vec_lane_z"]] = (sims - query.vec_mean) / query.vec_std if query.vec_std > 0 else 0.0
+            out[vec, col["vec_rr"]] = 1.0 / cols.vec_rank[vec]
+        if query.vec_top is not None and not vec.all():
+            # Not among the lane's nearest: at most as close as its last hit.
+            floor = _capped(bg.z(query.vec_low))
+            out[~vec, col["vec_z"]] = floor
+            out[~vec, col["vec_gap"]] = floor - top_z
+            out[~vec, col["vec_lane_z"]] = (
+                (query.vec_low - query.vec_mean) / query.vec_std if query.vec_std > 0 else 0.0
+            )
+    out[:, col["q_vec_top_z"]] = top_z
+    out[:, col["q_lex_top_norm"]] = min(query.lex_top / max_bm25, 2.0) if query.lex_top > 0 else 0.0
+    out[:, col["q_lex_all"]] = float(all_count > 0)
+    out[:, col["q_lex_all_count"]] = math.log1p(all_count)
+    out[:, col["q_lex_margin"]] = (query.lex_top - query.lex_second) / query.lex_top if query.lex_top > 0 else 0.0
+    out[:, col["q_vec_margin"]] = (
         _capped((query.vec_top - query.vec_second) / bg.std)
         if bg is not None and query.vec_top is not None and query.vec_second is not None else 0.0
     )
-    q_lex_top_norm = min(query.lex_top / max_bm25, 2.0) if query.lex_top > 0 else 0.0
-    q_terms = math.log1p(len(query.idfs))
-    col = {name: i for i, name in enumerate(FEATURES)}
-    for row, cand in enumerate(candidates):
-        values = out[row]
-        lex = cand.lexical
-        if lex is not None:
-            held = sum(idf for i, idf in enumerate(query.idfs) if cand.mask & (1 << i))
-            values[col["lex"]] = 1.0
-            values[col["lex_cov"]] = held / idf_total if idf_total > 0 else 0.0
-            values[col["lex_all"]] = float(bool(full) and (cand.mask & full) == full)
-            values[col["lex_norm"]] = min(lex.score / max_bm25, 2.0)
-            values[col["lex_rel"]] = lex.score / query.lex_top if query.lex_top > 0 else 0.0
-            values[col["lex_rr"]] = 1.0 / lex.rank
-            values[col["title"]] = float(lex.title)
-        vec = cand.vector
-        if vec is not None and bg is not None:
-            z = _capped(bg.z(vec.similarity))
-            values[col["vec"]] = 1.0
-            values[col["vec_z"]] = z
-            values[col["vec_gap"]] = z - top_z
-            values[col["vec_lane_z"]] = (vec.similarity - query.vec_mean) / query.vec_std if query.vec_std > 0 else 0.0
-            values[col["vec_rr"]] = 1.0 / vec.rank
-        elif bg is not None and query.vec_top is not None:
-            # Not among the lane's nearest: at most as close as its last hit.
-            floor = _capped(bg.z(query.vec_low))
-            values[col["vec_z"]] = floor
-            values[col["vec_gap"]] = floor - top_z
-            values[col["vec_lane_z"]] = (query.vec_low - query.vec_mean) / query.vec_std if query.vec_std > 0 else 0.0
-        values[col["q_vec_top_z"]] = top_z
-        values[col["q_lex_top_norm"]] = q_lex_top_norm
-        values[col["q_lex_all"]] = q_lex_all
-        values[col["q_lex_all_count"]] = q_lex_all_count
-        values[col["q_lex_margin"]] = q_lex_margin
-        values[col["q_vec_margin"]] = q_vec_margin
-        values[col["q_terms"]] = q_terms
+    out[:, col["q_terms"]] = math.log1p(len(query.idfs))
     return out
+
+
+_COLUMN = {name: i for i, name in enumerate(FEATURES)}
 
 
 def _capped(z: float) -> float:

@@ -556,29 +556,23 @@ def _confide(
     by_item = query.granularity == "item"
     lex_hits = _first_per_key(lanes_run.lexical.hits, by_item=by_item)
     vec_hits = _first_per_key(lanes_run.vector, by_item=by_item)
-    lexical_of = {
-        (h.item_id if by_item else h.chunk_id): confidence.LexicalEvidence(rank, h.score, h.matched_mask, h.title_hit)
-        for rank, h in enumerate(lex_hits, start=1)
-    }
-    vector_of = {
-        (h.item_id if by_item else h.chunk_id): confidence.VectorEvidence(rank, h.similarity)
-        for rank, h in enumerate(vec_hits, start=1)
-    }
     evidence = confidence.query_evidence(
         idfs=lanes_run.lexical.idfs,
         background=lanes_run.background,
         lexical_scores=[h.score for h in lex_hits],
         similarities=[h.similarity for h in vec_hits],
     )
-    candidates = [
-        confidence.Candidate(lexical_of.get(c.key), vector_of.get(c.key), coverage.masks.get(c.key, 0))
-        for c in ordered
-    ]
+    columns = confidence.Columns.gather(
+        [c.key for c in ordered],
+        [coverage.masks.get(c.key, 0) for c in ordered],
+        lexical=[(h.item_id if by_item else h.chunk_id, h.score, h.title_hit) for h in lex_hits],
+        vector=[(h.item_id if by_item else h.chunk_id, h.similarity) for h in vec_hits],
+    )
     head: confidence.Head = (
         "hybrid" if lanes_run.ran_lexical and lanes_run.ran_vector
         else "vector" if lanes_run.ran_vector else "lexical"
     )
-    matrix = confidence.features(candidates, evidence)
+    matrix = confidence.features(columns, evidence)
     # The lexical head does not depend on the embedding model; outside hybrid and vector searches the active
     # space is not read for it (the table's default holds every language's lexical head).
     model = spaces.lane_model() if lanes_run.ran_vector or query.mode == "hybrid" else "*"

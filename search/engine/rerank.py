@@ -48,16 +48,29 @@ def _words(text: str, language: str) -> tuple[frozenset[str], frozenset[str]]:
     return folded, frozenset(analysis.stem(f, lang) for f in folded)
 
 
+@dataclass(frozen=True)
+class _TitleWords:
+    words: frozenset[str]
+    # "\0word\0word…": a word starts with a form exactly when "\0" + form occurs in it (words hold no NUL)
+    joined: str
+
+    def has_prefix(self, forms: tuple[str, ...]) -> bool:
+        return any("\0" + form in self.joined for form in forms)
+
+
 @lru_cache(maxsize=50_000)
-def _title_words(title: str) -> tuple[str, ...]:
-    return tuple(analysis.title_form(t.folded) for t in analysis.tokens(title))
+def _title_words(title: str) -> _TitleWords:
+    words = [analysis.title_form(t.folded) for t in analysis.tokens(title)]
+    return _TitleWords(frozenset(words), "".join("\0" + word for word in words))
 
 
-def _term_hits(parsed: ParsedQuery, text: str, language: str) -> int:
+def _holds_a_term(parsed: ParsedQuery, text: str, language: str) -> bool:
+    """``text`` holds at least one query term (as written, or its stem)."""
     if not text:
-        return 0
+        return False
     folded, stems = _words(text, language)
-    return sum(1 for t in parsed.terms if not folded.isdisjoint(t.surfaces) or not stems.isdisjoint(t.stems))
+    surfaces, query_stems = parsed.forms
+    return not folded.isdisjoint(surfaces) or not stems.isdisjoint(query_stems)
 
 
 def win_rate(won: int, decided: int) -> float:
@@ -76,19 +89,17 @@ def rerank_factor(parsed: ParsedQuery, signals: ItemSignals, now: datetime) -> f
     boost = 0.0
     n = len(parsed.terms)
     if n:
-        title_tokens = _title_words(signals.title)
-        title_tokens_set = frozenset(title_tokens)
+        title = _title_words(signals.title)
         title_hits = sum(
             1 for t in parsed.terms
             if t.title_forms and (
-                not title_tokens_set.isdisjoint(t.title_forms)
-                or (t.prefix and any(tok.startswith(t.title_forms) for tok in title_tokens))
+                not title.words.isdisjoint(t.title_forms) or (t.prefix and title.has_prefix(t.title_forms))
             )
         )
         boost += TITLE_WEIGHT * title_hits / n
-        boost += KEYWORD_WEIGHT * min(1, _term_hits(parsed, " ".join(signals.ai_keywords), signals.language))
-        boost += SUMMARY_WEIGHT * min(1, _term_hits(parsed, signals.summary, signals.language))
-        boost += AUTHOR_WEIGHT * min(1, _term_hits(parsed, signals.author_name, "simple"))
+        boost += KEYWORD_WEIGHT * _holds_a_term(parsed, " ".join(signals.ai_keywords), signals.language)
+        boost += SUMMARY_WEIGHT * _holds_a_term(parsed, signals.summary, signals.language)
+        boost += AUTHOR_WEIGHT * _holds_a_term(parsed, signals.author_name, "simple")
     age_days = (now - signals.updated_at).total_seconds() / 86400
     if 0 <= age_days < RECENCY_DAYS:
         boost += RECENCY_WEIGHT * (1 - age_days / RECENCY_DAYS)

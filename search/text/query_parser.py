@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from search import filters
 from search.errors import InvalidQuery
@@ -43,6 +44,15 @@ class ParsedQuery:
 
     def all_surfaces(self) -> list[str]:
         return sorted({s for t in self.terms for s in t.surfaces})
+
+    @cached_property
+    def forms(self) -> tuple[frozenset[str], frozenset[str]]:
+        """Every surface form and every stem of the query's terms, once per query: a text's words meet one of
+        them exactly when the text holds some query term (the rerank asks that of each candidate)."""
+        return (
+            frozenset(s for t in self.terms for s in t.surfaces),
+            frozenset(s for t in self.terms for s in t.stems),
+        )
 
 
 def normalize_query_text(raw: str) -> str:

@@ -153,3 +153,21 @@ def test_recording_hands_back_what_each_search_computed():
     with confidence.recording() as sink:
         confidence.record(entry)
     assert sink == [entry]
+
+
+def test_columns_gathered_from_the_lanes_give_the_features_of_the_candidates_they_describe():
+    # given three candidates (both lanes, lexical only, vector only) and the lanes' hits in lane order
+    both = confidence.Candidate(confidence.LexicalEvidence(1, 6.0, 0b11, True), confidence.VectorEvidence(2, 0.80),
+                                mask=0b11)
+    lexical_only = confidence.Candidate(lexical=confidence.LexicalEvidence(2, 3.0, 0b01, False), mask=0b01)
+    vector_only = confidence.Candidate(vector=confidence.VectorEvidence(1, 0.85))
+    # when
+    gathered = confidence.Columns.gather(
+        [10, 20, 30], [0b11, 0b01, 0],
+        lexical=[(10, 6.0, True), (20, 3.0, False)],
+        vector=[(30, 0.85), (10, 0.80)],
+    )
+    # then
+    expected = confidence.features([both, lexical_only, vector_only], _evidence())
+    assert np.array_equal(confidence.features(gathered, _evidence()), expected)
+    assert list(gathered.lex_rank) == [1, 2, 0] and list(gathered.vec_rank) == [2, 0, 1]

@@ -46,3 +46,24 @@ def test_a_win_rate_counts_only_from_two_decided_citations_and_never_above_one()
     assert rerank.win_rate(1, 1) == 0.0
     assert rerank.win_rate(1, 2) == 0.5
     assert rerank.win_rate(9, 3) == 1.0  # more wins than decisions (bad data) is at most a full win rate
+
+
+def _factor(query: str, *, title: str = "", summary: str = "", keywords: tuple[str, ...] = ()) -> float:
+    signals = rerank.ItemSignals(
+        title=title, summary=summary, author_name="", ai_keywords=keywords,
+        updated_at=NOW - timedelta(days=400), language="en",
+    )
+    return rerank.rerank_factor(query_parser.parse(query), signals, NOW)
+
+
+def test_a_title_word_counts_when_it_starts_with_a_typed_word_and_never_from_inside_a_word() -> None:
+    # "tend" starts "Tender" but only sits inside "Extend"; one query word of two is in the title
+    assert _factor("tend zebra", title="Tender pricing") == 1 + rerank.TITLE_WEIGHT / 2
+    assert _factor("tend zebra", title="Extend pricing") == 1.0
+
+
+def test_keywords_and_summary_count_once_however_many_query_words_they_hold() -> None:
+    both = _factor("tender zebra", summary="zebra tender", keywords=("zebra", "tender"))
+    one = _factor("tender zebra", summary="a zebra", keywords=("zebra",))
+    assert both == one == 1 + rerank.KEYWORD_WEIGHT + rerank.SUMMARY_WEIGHT
+    assert _factor("tender zebra", summary="nothing here", keywords=("lion",)) == 1.0
