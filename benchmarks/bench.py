@@ -96,6 +96,8 @@ class BenchOptions:
     # (bench_flip); with keep_db on a copy of the kept corpus, which stays on its model for the next run.
     flip: bool = False
     flip_window_s: float = 20.0
+    # The flip measured on a next space written by one table rewrite (bench_flip.flip_measure's ``prefill``).
+    flip_prefill: bool = False
     workers: int = 2
     keep_db: bool = False
     # The mixed load once on the primary alone and once with reads on a streaming replica (bench_replica).
@@ -549,6 +551,7 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
             "replica": opts.replica,
             "federation": opts.federation,
             "flip": opts.flip,
+            "flip_prefill": opts.flip_prefill,
         },
     }
     largest = max(opts.sizes)
@@ -630,7 +633,9 @@ def bench_run(opts: BenchOptions, *, progress: ProgressFactory, log: Callable[[s
 def _flip(opts: BenchOptions, queries: BenchQueries, log: Callable[[str], None]) -> dict[str, Any]:
     from benchmarks import bench_flip
 
-    return bench_flip.flip_measure(queries.search, window_s=opts.flip_window_s, log=log)
+    return bench_flip.flip_measure(
+        queries.search, window_s=opts.flip_window_s, prefill=opts.flip_prefill, log=log
+    )
 
 
 def _flip_on_copy(

@@ -114,15 +114,61 @@ def _flip_window_line(
     return line if settled else line + " (a search still running: the final figures follow the run)"
 
 
+# ``prefill``: the next space's vectors, text hashes and staged cache rows written by one table rewrite before
+# anything is timed. Placeholders: each chunk's first NEW_DIMENSIONS dimensions of its own vector, and a hash of
+# its id and text where it has none (the bench corpus records none).
+_PREFILL_SQL = (
+    f"""
+    ALTER TABLE search_chunk
+      ALTER COLUMN embedding_hash TYPE varchar(64) USING coalesce(
+        embedding_hash, encode(sha256(convert_to(id::text || ':' || text, 'UTF8')), 'hex')),
+      ALTER COLUMN embedding_next TYPE vector USING CASE
+        WHEN embedding IS NOT NULL AND (in_live OR in_latest) THEN subvector(embedding, 1, {NEW_DIMENSIONS}) END,
+      ALTER COLUMN embedding_next_model TYPE varchar(120) USING CASE
+        WHEN embedding IS NOT NULL AND (in_live OR in_latest) THEN '{NEW_MODEL}' ELSE '' END
+    """,
+    f"""
+    INSERT INTO search_embeddingcache (model, text_hash, embedding, created_at)
+    SELECT '{NEW_MODEL}', embedding_hash, embedding_next, now() FROM search_chunk
+    WHERE embedding_next_model = '{NEW_MODEL}' ON CONFLICT DO NOTHING
+    """,
+)
+
+
+def _prefill(log: Callable[[str], None]) -> float:
+    """Write the next space's placeholder vectors in one rewrite of the chunk table (its indexes rebuilt), not
+    row by row as the prepare does (an hour at 100k items: docs/benchmarks.md); seconds taken."""
+    started = time.monotonic()
+    with connection.cursor() as cursor:
+        for statement in _PREFILL_SQL:
+            cursor.execute(statement)
+        cursor.execute("ANALYZE search_chunk")
+    seconds = time.monotonic() - started
+    log(f"  flip: prefilled the next space by one table rewrite in {seconds:.1f} s (placeholder vectors)")
+    return seconds
+
+
 def flip_measure(
-    queries: list[str], *, threads: int = 2, window_s: float = 20.0, log: Callable[[str], None] = print
+    queries: list[str],
+    *,
+    threads: int = 2,
+    window_s: float = 20.0,
+    prefill: bool = False,
+    log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Stage ``hash-256`` beside the active space, then prepare, flip and clean up while ``threads`` search
     threads and a write probe run; ``window_s`` of searching before and after. Precondition: the default
-    connection is on a loaded bench corpus (a scratch database: the switch is not undone)."""
+    connection is on a loaded bench corpus (a scratch database: the switch is not undone).
+
+    ``prefill``: instead of staging (every chunk embedded again) and the prepare's row-by-row fill, the next
+    space is written by one table rewrite before anything is timed (``_prefill``), and the clean-up's row-by-row
+    emptying is left out: what is measured is then the flip itself at scale (its lock, the searches around it)
+    and the prepare's index build, in minutes instead of the three hours the full switch takes at 100k items."""
     provider = provider_for_model(NEW_MODEL, NEW_DIMENSIONS)
     chunks = Chunk.objects.current().count()
-    log(f"  flip: staging {chunks} chunks of {NEW_MODEL}")
+    prefill_s = _prefill(log) if prefill else None
+    pending = reembed.space_pending(NEW_MODEL).count()
+    log(f"  flip: staging {pending} of {chunks} chunks in {NEW_MODEL}")
     started = time.monotonic()
     space = reembed.space_build_start(provider=provider)
     while not reembed.space_stage(space=space, provider=provider):
@@ -159,10 +205,10 @@ def flip_measure(
         log(_flip_window_line(searches, writes, marks["flip"], marks["cleanup"], settled=settled))
         cleanup_started = time.monotonic()
         dropped = reembed.unused_indexes_drop(keep=space)
-        cleared = reembed.space_next_clear()
+        cleared = None if prefill else reembed.space_next_clear()
         marks["after"] = time.monotonic()
-        log(f"  flip: cleaned up in {marks['after'] - cleanup_started:.1f} s ({cleared} rows emptied, "
-            f"{len(dropped)} index dropped)")
+        emptied = "next-space columns left as they are (prefill)" if cleared is None else f"{cleared} rows emptied"
+        log(f"  flip: cleaned up in {marks['after'] - cleanup_started:.1f} s ({emptied}, {len(dropped)} index dropped)")
         time.sleep(window_s)
         marks["end"] = time.monotonic()
     finally:
@@ -176,6 +222,8 @@ def flip_measure(
     return {
         "chunks": chunks,
         "model": NEW_MODEL,
+        "prefill_s": None if prefill_s is None else round(prefill_s, 1),
+        "staged": pending,
         "stage_s": round(stage_s, 1),
         "prepare_s": round(marks["flip"] - marks["prepare"], 2),
         "flip_s": round(marks["cleanup"] - marks["flip"], 3),

@@ -176,14 +176,23 @@ def flip_lines(size: str, flip: dict[str, Any]) -> list[str]:
     if "error" in flip:
         return ["", f"### Embedding-space flip ({size} items)", "", f"Not measured: {flip['error']}."]
     writes = flip["writes"]
+    prefilled = flip.get("prefill_s") is not None
+    staged = (
+        f"prefilled by one table rewrite in {flip['prefill_s']} s (placeholder vectors; staging then found "
+        f"nothing to do: {flip['stage_s']} s)" if prefilled else f"staged in {flip['stage_s']} s"
+    )
+    emptied = (
+        "the next-space columns left as they are (prefill)" if flip["cleared"] is None
+        else f"{flip['cleared']} next-space rows emptied"
+    )
     lines = [
         "", f"### Embedding-space flip ({size} items, {flip['chunks']} chunks)", "",
-        f"Switch to `{flip['model']}`: staged in {flip['stage_s']} s (no search running); then, while "
+        f"Switch to `{flip['model']}`: {staged} (no search running); then, while "
         f"{flip['search_threads']} threads searched (hybrid `retrieve()`), prepared in {flip['prepare_s']} s "
         "(next-space columns filled, the new HNSW index built concurrently and prewarmed), flipped "
         f"({flip['outcome']}) in **{flip['flip_s']} s** (of which {flip['swap_wait_s']} s waiting for running "
         f"searches before the swap; {flip['filled_in_flip']} chunks filled inside it), cleaned up in "
-        f"{flip['cleanup_s']} s ({flip['cleared']} next-space rows emptied, the old index dropped).", "",
+        f"{flip['cleanup_s']} s ({emptied}, the old index dropped).", "",
         "| searches | n | errors | p50 ms | p99 ms | max ms | over 1 s |", "|---|---|---|---|---|---|---|",
     ]
     for when, v in flip["searches"].items():

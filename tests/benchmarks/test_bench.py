@@ -322,6 +322,7 @@ def test_bench_flip_switches_the_model_while_searches_run(
     # then the prepare filled every chunk (the flip had none left to fill), the flip swapped, the cleanup
     # emptied the next-space columns, and no search failed
     assert flip["outcome"] == "flipped" and flip["model"] == "hash-256"
+    assert flip["staged"] == flip["chunks"] and flip["prefill_s"] is None
     assert flip["filled_in_flip"] == 0 and flip["cleared"] >= flip["chunks"] > 0
     searches = flip["searches"]
     assert list(searches) == ["before", "prepare", "flip", "cleanup", "after"]
@@ -337,6 +338,30 @@ def test_bench_flip_switches_the_model_while_searches_run(
     window_line = next(line for line in log.splitlines() if "searches during the flip:" in line)
     assert f"searches during the flip: {searches['flip']['count']}" in window_line
     assert log.index("searches during the flip:") < log.index("flip: cleaned up in")
+
+
+def test_bench_flip_prefill_measures_the_flip_on_a_next_space_written_in_one_rewrite(
+    dataset: Path, django_db_setup, django_db_blocker
+) -> None:
+    # given a small corpus, no web server
+    out, err = io.StringIO(), io.StringIO()
+    with django_db_blocker.unblock():
+        call_command(
+            "bench", "--items", "40", "--queries", "6", "--baseline-queries", "2", "--warmup", "1", "--no-http",
+            "--embedding-texts", "0", "--flip", "--flip-prefill", "--flip-window", "0.5", "--dataset",
+            str(dataset), "--json", stdout=out, stderr=err,
+        )
+    results = json.loads(out.getvalue().strip().splitlines()[-1])
+    flip = results["flip"]["40"]
+    # then the rewrite left nothing to stage and nothing for the prepare or the flip to fill, the flip swapped,
+    # the searches after it ran on the new space without an error, and the row-by-row clean-up was left out
+    assert results["options"]["flip_prefill"] is True
+    assert flip["prefill_s"] is not None and flip["staged"] == 0
+    assert flip["outcome"] == "flipped" and flip["filled_in_flip"] == 0 and flip["cleared"] is None
+    assert flip["searches"]["after"]["count"] > 0
+    assert all(window["errors"] == 0 for window in flip["searches"].values())
+    assert "prefilled the next space by one table rewrite" in err.getvalue()
+    assert any("prefilled by one table rewrite" in line for line in bench_report.flip_lines("40", flip))
 
 
 def test_bench_flip_with_keep_db_switches_a_copy_and_leaves_the_kept_corpus(
